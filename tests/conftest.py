@@ -1,0 +1,29 @@
+"""Shared fixtures: the repository root and one book build per test session."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def book_build() -> subprocess.CompletedProcess:
+    """Build the book exactly as `make book` does, once per session, into _build/html.
+
+    -W turns every warning (and every notebook execution error) into a failure,
+    -n reports every broken cross-reference, --keep-going reports all of them.
+    """
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    return subprocess.run(
+        [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1500,
+    )

@@ -1,0 +1,97 @@
+"""The repository's own rules: notebooks committed executed, every page in the book."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+BOOK_PAGES = sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "book").glob("*.ipynb"))
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _src(cell: dict) -> str:
+    s = cell["source"]
+    return s if isinstance(s, str) else "".join(s)
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found in notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executed_top_to_bottom(path):
+    """nbval silently passes cells that were never run: check the execution counts.
+
+    Every code cell must have been run, in order, in one fresh kernel: counts
+    1, 2, ..., N, and every execute_result carries its cell's count.
+    """
+    cells = _code_cells(_load(path))
+    counts = [c.get("execution_count") for c in cells]
+    never_run = [i for i, n in enumerate(counts) if n is None]
+    assert not never_run, f"{path.name}: code cells {never_run} were never executed"
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name}: execution counts {counts} are not 1..{len(cells)}: "
+        "restart the kernel and run all cells, then save")
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "execute_result":
+                assert out["execution_count"] == cell["execution_count"], _src(cell)[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_outputs_stored(path):
+    """A cell that prints, shows a figure or runs a check must have stored its output."""
+    cells = _code_cells(_load(path))
+    assert any(c.get("outputs") for c in cells), f"{path.name} has no stored outputs at all"
+    shows = re.compile(r"^\s*(print\(|plt\.show\(\)|check\.)", re.M)
+    for cell in cells:
+        if shows.search(_src(cell)):
+            assert cell.get("outputs"), f"{path.name}: no stored output for cell:\n{_src(cell)[:200]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_name_and_kernel(path):
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "chapters are notebooks/NN_topic.ipynb"
+    nb = _load(path)
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    first = nb["cells"][0]
+    assert first["cell_type"] == "markdown" and _src(first).startswith("# "), "a chapter starts with its title"
+
+
+def _toc_files() -> list[str]:
+    """Every `file:` and `root:` entry of _toc.yml (a tiny reader: no YAML library needed)."""
+    text = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    return re.findall(r"^\s*(?:-\s*)?(?:file|root):\s*(\S+)\s*$", text, re.M)
+
+
+def test_toc_lists_every_notebook_and_page():
+    listed = set(_toc_files())
+    for path in NOTEBOOKS + BOOK_PAGES:
+        entry = path.relative_to(ROOT).with_suffix("").as_posix()
+        assert entry in listed, f"{entry} is not in _toc.yml, so it would not be in the book"
+
+
+def test_toc_entries_exist():
+    for entry in _toc_files():
+        matches = list(ROOT.glob(entry + ".*"))
+        assert any(p.suffix in (".md", ".ipynb") for p in matches), f"_toc.yml lists {entry}, which does not exist"
+
+
+def test_requirements_pinned_exactly():
+    lines = [l.split("#")[0].strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [l for l in lines if l and not l.startswith("-e")]
+    assert "torch==2.13.0" in reqs, "torch must be pinned to exactly 2.13.0 (a range pulls CUDA wheels)"
+    loose = [r for r in reqs if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.\-+]+", r)]
+    assert not loose, f"not pinned exactly: {loose}"
+    assert "-e ." in lines, "requirements.txt must install attnlib itself (-e .)"

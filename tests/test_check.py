@@ -1,0 +1,71 @@
+"""The exercise checkers pass correct answers and explain wrong ones."""
+import pytest
+import torch
+
+from attnlib import check, embed, one_hot
+
+
+def test_registry_names_exercises_and_functions():
+    assert check.CHECKS["ch01-one-hot"].function == "one_hot_rows"
+    assert check.CHECKS["ch01-mean-embedding"].function == "mean_embedding"
+    for label, entry in check.CHECKS.items():
+        assert entry.exercise == label and entry.points > 0 and callable(entry.run)
+
+
+def test_one_hot_rows_passes_reference(capsys):
+    check.one_hot_rows(one_hot)
+    assert "check.one_hot_rows: all" in capsys.readouterr().out
+
+
+def test_one_hot_rows_wrong_values():
+    def off_by_one(ids, V):
+        return one_hot((ids + 1) % V, V)
+    with pytest.raises(AssertionError, match=r"(?s)wrong values.*case:.*input:.*expected:.*got:.*hint:"):
+        check.one_hot_rows(off_by_one)
+
+
+def test_one_hot_rows_fails_on_batches_if_only_1d_works():
+    def only_1d(ids, V):
+        out = torch.zeros(len(ids), V)
+        out[torch.arange(len(ids)), ids] = 1
+        return out
+    with pytest.raises(AssertionError, match=r"(?s)(wrong shape|raised).*case: a batch"):
+        check.one_hot_rows(only_1d)
+
+
+@pytest.mark.parametrize("student, match", [
+    (lambda ids, V: one_hot(ids, V).tolist(), r"expected a torch.Tensor, got list"),
+    (lambda ids, V: (ids[..., None] == torch.arange(V)), r"expected a floating-point tensor, got dtype torch.bool"),
+    (lambda ids, V: one_hot(ids, V)[..., :-1], r"(?s)wrong shape.*expected shape.*got shape"),
+    (lambda ids, V: 1 / 0, r"(?s)your function raised ZeroDivisionError.*input:"),
+])
+def test_one_hot_rows_messages(student, match):
+    with pytest.raises(AssertionError, match=match):
+        check.one_hot_rows(student)
+
+
+def test_stub_is_reported_as_not_implemented():
+    def stub(ids, V):
+        raise NotImplementedError("write one_hot_rows")
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check.one_hot_rows(stub)
+
+
+def test_not_a_function():
+    with pytest.raises(AssertionError, match="expected a function"):
+        check.one_hot_rows(None)
+
+
+def test_mean_embedding():
+    check.mean_embedding(lambda ids, table: embed(ids, table).mean(0))
+    with pytest.raises(AssertionError, match="wrong values"):
+        check.mean_embedding(lambda ids, table: embed(ids, table).sum(0))          # forgot to divide
+    with pytest.raises(AssertionError, match="wrong shape"):
+        check.mean_embedding(lambda ids, table: embed(ids, table).mean(0, keepdim=True))
+
+
+def test_checker_does_not_let_student_mutate_inputs():
+    def mutating(ids, V):
+        ids += 0   # in place on the checker's copy
+        return one_hot(ids, V)
+    check.one_hot_rows(mutating)

@@ -1,0 +1,38 @@
+"""attnlib.plot: figures carry the shapes in their titles and reject bad input."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnlib import AttnlibError, plot  # noqa: E402
+
+
+def test_show_matrix_title_has_shape():
+    fig = plot.show_matrix(torch.randn(3, 5), "scores")
+    assert fig.axes[0].get_title() == "scores\n3 × 5"
+    plt.close(fig)
+
+
+def test_show_matrices_with_operators():
+    fig = plot.show_matrices([("A", torch.eye(2)), ("B", torch.randn(2, 3)), ("AB", torch.randn(2, 3))], ops=["@", "="])
+    assert [ax.get_title() for ax in fig.axes] == ["A\n2 × 2", "B\n2 × 3", "AB\n2 × 3"]
+    assert [t.get_text() for t in fig.texts] == ["@", "="]
+    plt.close(fig)
+    with pytest.raises(AttnlibError, match=r"ops: expected 1 symbols.*received 2"):
+        plot.show_matrices([("A", torch.eye(2)), ("B", torch.eye(2))], ops=["@", "="])
+
+
+def test_attention_heatmap_and_heads_grid():
+    w = torch.softmax(torch.randn(2, 4, 4), dim=-1)
+    fig = plot.attention_heatmap(w[0], list("abcd"), list("abcd"))
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list("abcd")
+    plt.close(fig)
+    fig = plot.heads_grid(w, list("abcd"), ncols=4)
+    assert [ax.get_title() for ax in fig.axes] == ["head 0\n4 × 4", "head 1\n4 × 4"]
+    plt.close(fig)
+    with pytest.raises(AttnlibError, match=r"weights: expected shape \(n_heads, T_q, T_k\)"):
+        plot.heads_grid(torch.zeros(4, 4))
+    with pytest.raises(AttnlibError, match=r"m: expected a 1-D or 2-D matrix"):
+        plot.show_matrix(torch.zeros(2, 2, 2))

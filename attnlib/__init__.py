@@ -2,20 +2,61 @@
 
 Read each module next to its chapter. Shapes: ``B`` batch, ``T`` tokens
 (``T_q``, ``T_k``), ``V`` vocabulary, ``d_model``, ``n_heads``,
-``d_head = d_model // n_heads``. Row vectors: ``Q = X @ W_q``. Boolean masks
-use True = "may attend" (as ``F.scaled_dot_product_attention``; note that
-``nn.MultiheadAttention`` uses the opposite, True = blocked).
+``d_head = d_model // n_heads`` (= ``d_k`` = ``d_v``). Row vectors:
+``Q = X @ W_q``. Boolean masks use True = "may attend", as
+``F.scaled_dot_product_attention`` does; float masks are added to the scores.
+``nn.MultiheadAttention`` uses the opposite boolean convention, True = blocked.
 
-===========================  ====================  ==========================================
-Chapter                      Module                Functions
-===========================  ====================  ==========================================
-1 From tokens to vectors     ``embedding``         ``one_hot``, ``embed``
-all chapters (figures)       ``plot``              ``show_matrix``, ``show_matrices``
-all chapters (exercises)     ``check``             one checker per coding exercise
-===========================  ====================  ==========================================
+==============================  ==============  =====================================================
+Chapter                         Module          Functions
+==============================  ==============  =====================================================
+1 From tokens to vectors        ``embedding``   ``one_hot``, ``embed``
+2 Queries, keys and scores      ``scores``      ``qk_scores`` (``scale=1.0``: raw dot products)
+3 Why divide by sqrt(d_k)       ``scores``      ``qk_scores`` (default scale ``1/sqrt(d_k)``)
+4 Masking                       ``masks``       ``causal_mask``, ``padding_mask``, ``float_mask``
+5 Softmax and the values        ``softmax``,    ``softmax``; ``attention``, ``attention_weights``
+                                ``attention``
+6 Multi-head attention          ``multihead``   ``split_heads``, ``merge_heads``, ``MultiHeadAttention``
+                                                (``MultiHeadAttention.from_torch``)
+7 Counting parameters           ``model``,      ``GPTConfig``, ``GPT2_SMALL`` ... ``GPT2_XL``,
+                                ``params``      ``GPT3_175B``, ``TransformerBlock``, ``GPT``;
+                                                ``attention_params``, ``mlp_params``,
+                                                ``layernorm_params``, ``param_breakdown``,
+                                                ``gpt_params``, ``count_params``
+every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
+                                                ``attention_heatmap``, ``heads_grid``
+every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
+homework                        ``homework``    ``python -m attnlib.homework release|grade``
+==============================  ==============  =====================================================
+
+Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
+what was expected and what was received.
+
+The functions are re-exported here, so ``attnlib.softmax`` and
+``attnlib.attention`` are the functions; import the modules by their full name
+(``from attnlib.softmax import softmax``) when you want to read them.
 """
 from ._validate import AttnlibError
 from .embedding import embed, one_hot
+from .scores import qk_scores
+from .masks import causal_mask, float_mask, padding_mask
+from .softmax import softmax
+from .attention import attention, attention_weights
+from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
+from .params import (attention_params, count_params, gpt_params, layernorm_params, mlp_params,
+                     param_breakdown)
 from . import check, plot
 
-__all__ = ["AttnlibError", "one_hot", "embed", "check", "plot"]
+__all__ = [
+    "AttnlibError",
+    "one_hot", "embed",
+    "qk_scores",
+    "causal_mask", "padding_mask", "float_mask",
+    "softmax", "attention", "attention_weights",
+    "split_heads", "merge_heads", "MultiHeadAttention",
+    "GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
+    "TransformerBlock", "GPT",
+    "attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params", "count_params",
+    "check", "plot",
+]

@@ -1,0 +1,136 @@
+"""Chapter 5: scaled dot-product attention, scores -> weights -> mix of values.
+
+Vaswani et al. 2017, eq. 1, with an optional mask ``M`` (Chapter 4):
+
+    weights = softmax(Q K^T / sqrt(d_k) + M)      # (T_q, T_k), each row sums to 1
+    out     = weights V                           # (T_q, T_k) @ (T_k, d_v) -> (T_q, d_v)
+
+Output row ``i`` is the average of the value rows, weighted by how well
+query ``i`` matches each key. This module writes every step out; its result
+equals ``F.scaled_dot_product_attention`` (which fuses the steps and never
+returns the weights), including rows whose keys are all masked: their
+weights and output are zeros, never ``nan``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._validate import describe, ensure_float, ensure_tensor, fail
+from .masks import causal_mask
+from .scores import _batch_shape, _check_qk, qk_scores
+from .softmax import softmax
+
+__all__ = ["attention", "attention_weights"]
+
+
+def _check_mask(attn_mask, is_causal, scores_shape: tuple, device: torch.device) -> None:
+    """Check ``attn_mask``/``is_causal`` against scores of shape ``scores_shape``."""
+    if not isinstance(is_causal, bool):
+        raise fail("is_causal", "True or False", describe(is_causal))
+    if attn_mask is None:
+        return
+    if is_causal:
+        raise fail("attn_mask", "None when is_causal=True (the causal mask is built for you)",
+                   describe(attn_mask))
+    ensure_tensor("attn_mask", attn_mask)
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise fail("attn_mask", "a bool tensor (True = may attend) or a floating-point tensor "
+                   "(added to the scores)", describe(attn_mask))
+    if attn_mask.device != device:
+        raise fail("attn_mask", f"a tensor on {device} (the device of q)",
+                   f"{describe(attn_mask)} on {attn_mask.device}")
+    scores_shape = torch.Size(scores_shape)
+    try:
+        fits = torch.broadcast_shapes(attn_mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise fail("attn_mask", f"a shape that broadcasts to the scores' shape {tuple(scores_shape)}"
+                   " (..., T_q, T_k)", describe(attn_mask))
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                      is_causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """The attention weights: softmax over the keys of the masked, scaled scores.
+
+    ``weights = softmax(q k^T * scale + M)`` where ``M`` is 0 where a key may be
+    attended and ``-inf`` where it may not. A row with every key masked is all zeros.
+
+    Args:
+        q: queries, shape ``(..., T_q, d_k)``.
+        k: keys, shape ``(..., T_k, d_k)``, same rank as ``q``; batch dims broadcast.
+        attn_mask: optional mask that broadcasts to ``(..., T_q, T_k)``: boolean
+            (True = may attend) or floating point (added to the scores).
+        is_causal: if True, use ``causal_mask(T_q, T_k)``; then ``attn_mask`` must be None.
+        scale: factor on the dot products; ``None`` means ``1/sqrt(d_k)``.
+
+    Returns:
+        Tensor of shape ``(..., T_q, T_k)``; each row sums to 1 (or is all zeros).
+
+    Example:
+        >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])   # T_q=2, d_k=2
+        >>> k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])   # T_k=2
+        >>> attention_weights(q, k, is_causal=True, scale=1.0).round(decimals=4)
+        tensor([[1.0000, 0.0000],
+                [0.2689, 0.7311]])
+    """
+    _check_qk(q, k)
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    _check_mask(attn_mask, is_causal, _batch_shape(("q", q), ("k", k)) + (T_q, T_k), q.device)
+    scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+    if is_causal:
+        attn_mask = causal_mask(T_q, T_k, device=q.device)  # (T_q, T_k)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))  # blocked keys -> -inf
+    elif attn_mask is not None:
+        scores = scores + attn_mask.to(scores.dtype)  # float mask: added to the scores
+    return softmax(scores, dim=-1)  # (..., T_q, T_k), softmax over the keys
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+              scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, written out: returns the output and the weights.
+
+    ``weights = softmax(q k^T * scale + M)``, ``out = weights v``, with ``M`` 0
+    where a key may be attended and ``-inf`` where it may not. Same result as
+    ``F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal, scale=scale)``.
+
+    Args:
+        q: queries, shape ``(..., T_q, d_k)``, floating point.
+        k: keys, shape ``(..., T_k, d_k)``.
+        v: values, shape ``(..., T_k, d_v)``. ``q``, ``k``, ``v`` have the same
+            rank, dtype and device; their batch dims ``...`` broadcast.
+        attn_mask: optional mask that broadcasts to ``(..., T_q, T_k)``: boolean
+            (True = may attend) or floating point (added to the scores).
+        is_causal: if True, query ``i`` attends to keys ``0 .. i`` only
+            (``causal_mask(T_q, T_k)``); then ``attn_mask`` must be None.
+        scale: factor on the dot products; ``None`` means ``1/sqrt(d_k)``.
+
+    Returns:
+        ``(out, weights)``: ``out`` of shape ``(..., T_q, d_v)`` and ``weights`` of
+        shape ``(..., T_q, T_k)``. A query whose keys are all masked gets zero
+        weights and a zero output.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
+        >>> out, weights = attention(q, k, v)
+        >>> out.shape, weights.shape
+        (torch.Size([2, 5, 3]), torch.Size([2, 5, 7]))
+        >>> weights.sum(dim=-1).round(decimals=4)
+        tensor([[1., 1., 1., 1., 1.],
+                [1., 1., 1., 1., 1.]])
+    """
+    _check_qk(q, k)
+    ensure_float("v", v)
+    if v.dim() != q.dim():
+        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
+    if v.shape[-2] != k.shape[-2]:
+        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
+    if v.dtype != q.dtype or v.device != q.device:
+        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
+    _batch_shape(("q", q), ("k", k), ("v", v))
+    weights = attention_weights(q, k, attn_mask, is_causal, scale)  # (..., T_q, T_k)
+    out = weights @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+    return out, weights

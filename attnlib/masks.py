@@ -1,0 +1,114 @@
+"""Chapter 4: masking, which keys each query may attend to.
+
+A boolean mask has ``True`` where query ``i`` **may attend** to key ``j``, as in
+``F.scaled_dot_product_attention``. (``nn.MultiheadAttention`` uses the
+opposite convention, ``True`` = blocked: pass it ``~mask``.)
+
+Masking happens on the scores, **before** the softmax: blocked scores become
+``-inf``, so their weights are exactly ``exp(-inf) = 0`` and each row still
+sums to 1. The equivalent float mask is added to the scores:
+
+    float_mask[i, j] = 0 if mask[i, j] else -inf
+    softmax(scores + float_mask) == softmax(scores.masked_fill(~mask, -inf))
+
+Two masks cover most uses: the causal mask (a token sees itself and the
+tokens before it, never the future) and the padding mask (never attend to
+the padding after a sequence's last real token).
+"""
+from __future__ import annotations
+
+import torch
+
+from ._validate import describe, ensure_positive_int, ensure_tensor, fail
+
+__all__ = ["causal_mask", "padding_mask", "float_mask"]
+
+
+def causal_mask(T_q: int, T_k: int | None = None, device=None) -> torch.Tensor:
+    """The causal mask: query ``i`` may attend to keys ``0 .. i``.
+
+    ``mask[i, j] = (j <= i)``: the lower triangle with the diagonal. For
+    ``T_k != T_q`` it is aligned at the top left like the ``is_causal=True`` of
+    ``F.scaled_dot_product_attention``: ``torch.ones(T_q, T_k).tril(diagonal=0)``.
+
+    Args:
+        T_q: number of queries (rows).
+        T_k: number of keys (columns); ``None`` (default) means ``T_q``.
+        device: device of the mask (``None``: the default device). Pass the
+            device of the scores, e.g. ``q.device``.
+
+    Returns:
+        Boolean tensor of shape ``(T_q, T_k)``, True = may attend.
+
+    Example:
+        >>> causal_mask(3).int()
+        tensor([[1, 0, 0],
+                [1, 1, 0],
+                [1, 1, 1]], dtype=torch.int32)
+    """
+    ensure_positive_int("T_q", T_q)
+    T_k = T_q if T_k is None else ensure_positive_int("T_k", T_k)
+    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=0)  # (T_q, T_k)
+
+
+def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """The padding mask of a batch of sequences padded at the end to length ``T``.
+
+    ``mask[b, 0, 0, j] = (j < lengths[b])``: True on the real tokens, False on
+    the padding. The two singleton dimensions let it broadcast over heads and
+    queries against scores of shape ``(B, n_heads, T_q, T)``.
+
+    Args:
+        lengths: integer tensor of shape ``(B,)``, the number of real tokens of
+            each sequence, each in ``[0, T]``.
+        T: the padded length (number of keys).
+
+    Returns:
+        Boolean tensor of shape ``(B, 1, 1, T)`` on the device of ``lengths``.
+
+    Example:
+        >>> padding_mask(torch.tensor([3, 1]), 4).int()
+        tensor([[[[1, 1, 1, 0]]],
+        <BLANKLINE>
+        <BLANKLINE>
+                [[[1, 0, 0, 0]]]], dtype=torch.int32)
+    """
+    ensure_positive_int("T", T)
+    ensure_tensor("lengths", lengths)
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.is_complex() \
+            or lengths.dtype == torch.bool:
+        raise fail("lengths", "a 1-D integer tensor of shape (B,)", describe(lengths))
+    bad = lengths[(lengths < 0) | (lengths > T)]
+    if bad.numel():
+        raise fail("lengths", f"every length in [0, {T}] (T={T})", f"length {bad[0].item()}")
+    positions = torch.arange(T, device=lengths.device)  # (T,)
+    mask = positions < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
+    return mask[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+
+
+def float_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The additive (float) form of a boolean mask: 0 where allowed, ``-inf`` where blocked.
+
+    ``float_mask(mask)[...] = 0 if mask[...] else -inf``, so that
+    ``scores + float_mask(mask)`` equals ``scores.masked_fill(~mask, -inf)``.
+
+    Args:
+        mask: boolean tensor of any shape, True = may attend.
+        dtype: floating dtype of the result (match the scores).
+
+    Returns:
+        Tensor of the shape of ``mask`` with values ``0`` and ``-inf``.
+
+    Example:
+        >>> float_mask(causal_mask(3))
+        tensor([[0., -inf, -inf],
+                [0., 0., -inf],
+                [0., 0., 0.]])
+    """
+    ensure_tensor("mask", mask)
+    if mask.dtype != torch.bool:
+        raise fail("mask", "a boolean tensor (True = may attend)", describe(mask))
+    if not dtype.is_floating_point:
+        raise fail("dtype", "a floating-point dtype", describe(dtype))
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill_(~mask, float("-inf"))

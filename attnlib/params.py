@@ -1,0 +1,141 @@
+"""Chapter 7: counting parameters, in closed form and by walking a module.
+
+Multi-head attention has four ``d x d`` projections, whatever the number of
+heads (the heads split ``d_model``, they do not multiply it):
+
+    attention_params(d) = 4 d^2 + 4 d           # W_Q, W_K, W_V, W_O and their biases
+
+A GPT block adds an MLP (``2 d d_ff + d_ff + d``) and two LayerNorms
+(``2 d`` each); the model adds the token and position embeddings, a final
+LayerNorm, and an output head that is free when tied to the token embedding.
+For GPT-2 small this is 124,439,808, exactly what ``count_params`` finds by
+walking the module.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from ._validate import describe, ensure_positive_int, fail
+from .model import GPTConfig
+
+__all__ = ["attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params",
+           "count_params"]
+
+
+def _check_bias(bias) -> None:
+    if not isinstance(bias, bool):
+        raise fail("bias", "True or False", describe(bias))
+
+
+def attention_params(d_model: int, bias: bool = True) -> int:
+    """Parameters of one multi-head attention layer: ``4 d^2 + 4 d`` (``4 d^2`` without biases).
+
+    Independent of the number of heads.
+
+    Args:
+        d_model: model width ``d``.
+        bias: whether the four projections have biases.
+
+    Example:
+        >>> attention_params(768)                 # GPT-2 small: 4 * 768**2 + 4 * 768
+        2362368
+        >>> attention_params(768, bias=False)
+        2359296
+    """
+    ensure_positive_int("d_model", d_model)
+    _check_bias(bias)
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+def mlp_params(d_model: int, d_ff: int, bias: bool = True) -> int:
+    """Parameters of the MLP ``d_model -> d_ff -> d_model``: ``2 d d_ff + d_ff + d`` (``2 d d_ff`` without biases).
+
+    Example:
+        >>> mlp_params(768, 3072)
+        4722432
+    """
+    ensure_positive_int("d_model", d_model)
+    ensure_positive_int("d_ff", d_ff)
+    _check_bias(bias)
+    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+
+
+def layernorm_params(d_model: int, bias: bool = True) -> int:
+    """Parameters of a LayerNorm: ``2 d`` (scale and shift), ``d`` without the shift.
+
+    Example:
+        >>> layernorm_params(768)
+        1536
+    """
+    ensure_positive_int("d_model", d_model)
+    _check_bias(bias)
+    return 2 * d_model if bias else d_model
+
+
+def param_breakdown(config: GPTConfig) -> dict[str, int]:
+    """The parameters of a :class:`~attnlib.model.GPT`, part by part (all blocks together).
+
+    ``V d`` token embeddings, ``context_length d`` positions, ``n_layers`` times
+    (attention + MLP + 2 LayerNorms), a final LayerNorm, and ``V d`` for the
+    output head only when it is not tied to the token embedding.
+
+    Args:
+        config: a :class:`~attnlib.model.GPTConfig`.
+
+    Returns:
+        A dict from part name to parameter count; its values sum to :func:`gpt_params`.
+
+    Example:
+        >>> from attnlib.model import GPT2_SMALL
+        >>> for part, n in param_breakdown(GPT2_SMALL).items():
+        ...     print(f"{part:24} {n:>12,}")
+        token embeddings           38,597,376
+        position embeddings           786,432
+        attention                  28,348,416
+        MLP                        56,669,184
+        LayerNorms                     38,400
+        output head (untied)                0
+    """
+    if not isinstance(config, GPTConfig):
+        raise fail("config", "a GPTConfig", describe(config))
+    d, L, b = config.d_model, config.n_layers, config.bias
+    return {
+        "token embeddings": config.vocab_size * d,
+        "position embeddings": config.context_length * d,
+        "attention": L * attention_params(d, b),
+        "MLP": L * mlp_params(d, config.d_ff, b),
+        "LayerNorms": (2 * L + 1) * layernorm_params(d, b),  # 2 per block + the final one
+        "output head (untied)": 0 if config.tie_embeddings else config.vocab_size * d,
+    }
+
+
+def gpt_params(config: GPTConfig) -> int:
+    """Total parameters of ``GPT(config)`` in closed form.
+
+    ``V d + C d + L (attention_params + mlp_params + 2 layernorm_params) + layernorm_params
+    (+ V d if the head is untied)``, with ``C`` the context length and ``L`` the layers.
+
+    Example:
+        >>> from attnlib.model import GPT2_SMALL
+        >>> gpt_params(GPT2_SMALL)
+        124439808
+    """
+    return sum(param_breakdown(config).values())
+
+
+def count_params(module: nn.Module) -> int:
+    """Count a module's parameters by walking it; a shared (tied) tensor counts once.
+
+    ``count_params(m) = sum(p.numel() for p in m.parameters())`` (``parameters()``
+    skips a tensor it has already seen). Works on the meta device.
+
+    Args:
+        module: any ``torch.nn.Module``.
+
+    Example:
+        >>> count_params(nn.Linear(768, 768))      # 768 * 768 weights + 768 biases
+        590592
+    """
+    if not isinstance(module, nn.Module):
+        raise fail("module", "a torch.nn.Module", describe(module))
+    return sum(p.numel() for p in module.parameters())

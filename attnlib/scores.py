@@ -1,0 +1,89 @@
+"""Chapters 2 and 3: queries, keys, and their scaled dot products.
+
+Every query is compared with every key by a dot product. For row vectors
+stacked into matrices ``Q (T_q, d_k)`` and ``K (T_k, d_k)`` all the
+comparisons are one matrix product, scaled by ``1/sqrt(d_k)`` (Vaswani et
+al. 2017, eq. 1):
+
+    scores = Q K^T / sqrt(d_k)          # (T_q, d_k) @ (d_k, T_k) -> (T_q, T_k)
+
+Row ``i`` of ``scores`` holds how strongly query ``i`` matches each key.
+The scale keeps the variance of a score near 1 whatever ``d_k`` is: for
+entries with mean 0 and variance 1, ``q . k`` has variance ``d_k``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._validate import describe, ensure_float, fail
+
+__all__ = ["qk_scores"]
+
+
+def _check_scale(scale) -> None:
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale)):
+        raise fail("scale", "None or a finite number", describe(scale))
+
+
+def _check_qk(q, k) -> None:
+    ensure_float("q", q)
+    ensure_float("k", k)
+    if q.dim() < 2:
+        raise fail("q", "a tensor of shape (..., T_q, d_k)", describe(q))
+    if k.dim() != q.dim():
+        raise fail("k", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(k))
+    if k.shape[-1] != q.shape[-1]:
+        raise fail("k", f"last dimension d_k = {q.shape[-1]} (q's d_k)",
+                   f"d_k = {k.shape[-1]} in {describe(k)}")
+    if k.dtype != q.dtype or k.device != q.device:
+        raise fail("k", f"dtype {q.dtype} on {q.device} (same as q)",
+                   f"{describe(k)} on {k.device}")
+    _batch_shape(("q", q), ("k", k))
+
+
+def _batch_shape(*named: tuple[str, torch.Tensor]) -> torch.Size:
+    """Broadcast of the batch dimensions ``shape[:-2]`` of ``(name, tensor)`` pairs."""
+    shape = torch.Size()
+    for name, x in named:
+        try:
+            shape = torch.broadcast_shapes(shape, x.shape[:-2])
+        except RuntimeError:
+            raise fail(name, f"batch dimensions that broadcast with {tuple(shape)}",
+                       describe(x)) from None
+    return shape
+
+
+def qk_scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """Scaled dot products of every query with every key.
+
+    ``scores[..., i, j] = scale * (q[..., i, :] . k[..., j, :])``, that is
+    ``scores = q @ k^T * scale`` with ``scale = 1/sqrt(d_k)`` by default.
+
+    Args:
+        q: queries, shape ``(..., T_q, d_k)``, floating point.
+        k: keys, shape ``(..., T_k, d_k)``, same rank, dtype and device as ``q``;
+            the batch dimensions ``...`` broadcast.
+        scale: the factor applied to the dot products. ``None`` (default) means
+            ``1/sqrt(d_k)``; ``1.0`` gives the raw dot products.
+
+    Returns:
+        Tensor of shape ``(..., T_q, T_k)``.
+
+    Example:
+        >>> q = torch.tensor([[1.0, 0.0], [1.0, 1.0]])   # T_q=2 queries, d_k=2
+        >>> k = torch.tensor([[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]])   # T_k=3 keys
+        >>> qk_scores(q, k, scale=1.0)
+        tensor([[2., 0., 1.],
+                [2., 2., 2.]])
+        >>> qk_scores(q, k).round(decimals=4)           # divided by sqrt(2)
+        tensor([[1.4142, 0.0000, 0.7071],
+                [1.4142, 1.4142, 1.4142]])
+    """
+    _check_qk(q, k)
+    _check_scale(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)

@@ -7,9 +7,11 @@ from attnlib import check, embed, one_hot
 
 def test_registry_names_exercises_and_functions():
     assert check.CHECKS["ch01-one-hot"].function == "one_hot_rows"
+    assert check.CHECKS["ch01-one-hot"] is check.one_hot_rows
     assert check.CHECKS["ch01-mean-embedding"].function == "mean_embedding"
     for label, entry in check.CHECKS.items():
-        assert entry.exercise == label and entry.points > 0 and callable(entry.run)
+        assert entry.exercise == label and entry.points > 0 and callable(entry)
+        assert entry.cases() and all(isinstance(lbl, str) and isinstance(args, tuple) for lbl, args in entry.cases())
 
 
 def test_one_hot_rows_passes_reference(capsys):
@@ -69,3 +71,14 @@ def test_checker_does_not_let_student_mutate_inputs():
         ids += 0   # in place on the checker's copy
         return one_hot(ids, V)
     check.one_hot_rows(mutating)
+
+
+def test_book_homework_page_shows_a_real_message():
+    """book/homework.md quotes the checker's message for a flattening one_hot: keep it true."""
+    from pathlib import Path
+    import re
+    doc = (Path(__file__).resolve().parent.parent / "book" / "homework.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(AssertionError: one_hot_rows: wrong shape\n.*?)\n```", doc, re.S).group(1)
+    with pytest.raises(AssertionError) as info:
+        check.one_hot_rows(lambda ids, V: one_hot(ids.flatten(), V))
+    assert shown == f"AssertionError: {info.value}"

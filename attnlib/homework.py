@@ -1,0 +1,372 @@
+"""Homework: release student notebooks and grade submissions.
+
+    python -m attnlib.homework release notebooks/*.ipynb --out student/
+    python -m attnlib.homework grade submissions/*.ipynb [--timeout 30] [--json report.json]
+
+**release** writes a student version of each chapter: the code between
+``### BEGIN SOLUTION`` and ``### END SOLUTION`` is replaced by
+``raise NotImplementedError(...)`` (the signature and docstring stay), the rest
+of each gated solution (``solution-start`` ... ``solution-end``) is removed,
+and outputs and execution counts are cleared. Sources are only read; an
+existing output file is never overwritten.
+
+**grade** runs each submission top to bottom in a fresh kernel, every cell
+with a time limit and errors allowed, then grades every coding exercise of the
+chapter itself: it sends the checker's cases to the kernel, calls the student's
+function there, and compares the results here, in the grader's own process,
+with attnlib's reference (``attnlib.check``). Whatever the notebook does to its
+check cells, or to ``check`` itself, it is graded on what its functions return.
+A syntax error, an exception, an endless loop or a missing function costs that
+exercise only. The submission file is only read.
+"""
+from __future__ import annotations
+
+import argparse
+import builtins
+import json
+import re
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import nbformat
+import torch
+
+from .check import CHECKS, Check, compare
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+SOLUTION_START = re.compile(r"^\s*[`:]{3,}\s*\{solution-start\}\s*(\S+)", re.M)
+SOLUTION_END = re.compile(r"^\s*[`:]{3,}\s*\{solution-end\}", re.M)
+LABEL = re.compile(r"^\s*:label:\s*(\S+)", re.M)
+
+
+class HomeworkError(Exception):
+    """A file that cannot be released or graded (not a notebook, unknown chapter, ...)."""
+
+
+# ------------------------------------------------------------------ reading
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Read and validate a notebook; raise HomeworkError with one clear line if it is not one."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as e:
+        raise HomeworkError(f"{path}: cannot read it ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise HomeworkError(f"{path}: not a notebook (expected a .ipynb JSON file, found binary data)") from None
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as e:  # json errors, nbformat validation errors
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HomeworkError(f"{path}: not a valid notebook (expected a .ipynb JSON file: {first})") from None
+    return nb
+
+
+def _chapter_of(label: str) -> str:
+    return label.split("-", 1)[0]  # "ch01-one-hot" -> "ch01"
+
+
+def exercises_of(nb: nbformat.NotebookNode, path: Path) -> list[Check]:
+    """The graded exercises of a submission: every check of its chapter.
+
+    The chapter comes from the file name (``01_embeddings.ipynb`` -> ch01) and
+    from the exercise labels in the notebook, so deleting an exercise's cells
+    does not remove it from the grade.
+    """
+    chapters = set()
+    m = re.match(r"(\d\d)_", Path(path).name)
+    if m:
+        chapters.add(f"ch{m.group(1)}")
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            chapters.update(_chapter_of(lbl) for lbl in LABEL.findall(cell.source) if lbl in CHECKS)
+    checks = [c for label, c in CHECKS.items() if _chapter_of(label) in chapters]
+    if not checks:
+        raise HomeworkError(f"{path}: no graded exercises found (expected a chapter notebook named "
+                            f"NN_topic.ipynb, or exercise labels such as {next(iter(CHECKS))})")
+    return checks
+
+
+# ------------------------------------------------------------------ release
+
+def _stub(source: str, label: str | None) -> str:
+    """Replace each BEGIN/END SOLUTION block by a NotImplementedError at the same indentation."""
+    out, skipping = [], False
+    name = re.search(r"^\s*def\s+(\w+)", source, re.M)
+    what = f"{name.group(1)}: " if name else ""
+    for line in source.splitlines():
+        if line.strip().startswith(BEGIN):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}# YOUR CODE HERE{f' (exercise {label})' if label else ''}")
+            out.append(f'{indent}raise NotImplementedError("{what}replace this line with your code")')
+            skipping = True
+        elif line.strip().startswith(END):
+            if not skipping:
+                raise HomeworkError(f"'{END}' without '{BEGIN}' in:\n{source}")
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    if skipping:
+        raise HomeworkError(f"'{BEGIN}' without '{END}' in:\n{source}")
+    return "\n".join(out)
+
+
+def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The student notebook: solutions stubbed or removed, outputs cleared (``nb`` is not changed)."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))  # a deep copy
+    cells, label = [], None  # label: the gated solution we are inside, if any
+    for cell in nb.cells:
+        start = SOLUTION_START.search(cell.source) if cell.cell_type == "markdown" else None
+        if start:
+            label = start.group(1)
+            continue
+        if cell.cell_type == "markdown" and SOLUTION_END.search(cell.source):
+            label = None
+            continue
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            cell.metadata.pop("execution", None)
+            if BEGIN in cell.source:
+                cell.source = _stub(cell.source, label)
+            elif label is not None:
+                continue  # solution code with no part for the student: removed
+        elif label is not None:
+            continue      # solution prose: removed
+        cells.append(cell)
+    if label is not None:
+        raise HomeworkError(f"solution {label} has no solution-end")
+    note = nbformat.v4.new_markdown_cell(
+        "```{note}\nStudent version. In each exercise, replace `raise NotImplementedError(...)` "
+        "with your code, then run the check cell below it.\n```")
+    nb.cells = cells[:1] + [note] + cells[1:]
+    return nb
+
+
+def release(sources: list[Path], out_dir: Path) -> list[Path]:
+    """Write the student version of each source into ``out_dir``; never overwrite a file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for src in sources:
+        nb = read_notebook(src)
+        dest = out_dir / Path(src).name
+        if dest.resolve() == Path(src).resolve():
+            raise HomeworkError(f"{dest}: would overwrite the source notebook; choose another --out")
+        if dest.exists():
+            raise HomeworkError(f"{dest}: already exists; it is not overwritten (remove it, or choose another --out)")
+        text = nbformat.writes(student_version(nb))
+        with open(dest, "x", encoding="utf-8") as f:  # "x": fail rather than overwrite
+            f.write(text)
+        written.append(dest)
+    return written
+
+
+# ------------------------------------------------------------------ grade
+
+# Runs inside the student's kernel: call the function on the cases, save what came back.
+_RUN_CASES = """
+def __attnlib_run_cases(name, cases_path, results_path):
+    import torch
+    fn = globals().get(name)
+    if not callable(fn):
+        torch.save({{"missing": True}}, results_path)
+        return
+    results = []
+    for args in torch.load(cases_path, weights_only=True):
+        try:
+            got = fn(*args)
+        except Exception as e:  # not KeyboardInterrupt: the grader's interrupt must stop the loop
+            results.append({{"error": type(e).__name__, "message": str(e)}})
+            continue
+        if isinstance(got, torch.Tensor):
+            got = got.detach().cpu()
+        elif isinstance(got, tuple):
+            got = tuple(g.detach().cpu() if isinstance(g, torch.Tensor) else g for g in got)
+        elif not isinstance(got, (int, float, bool, str, type(None))):
+            got = {{"type": type(got).__name__}}
+        results.append({{"value": got}})
+    torch.save({{"missing": False, "results": results}}, results_path)
+__attnlib_run_cases({name!r}, {cases!r}, {results!r})
+del __attnlib_run_cases
+"""
+
+
+@dataclass
+class Result:
+    exercise: str
+    function: str
+    points: int
+    max_points: int
+    result: str   # pass, fail, error, timeout, missing
+    message: str
+
+
+def _replay(recorded: list[dict]):
+    """A stand-in for the student's function that returns, in order, what it returned in the kernel."""
+    it = iter(recorded)
+
+    def fn(*args):
+        r = next(it)
+        if "error" in r:
+            exc = getattr(builtins, r["error"], None)
+            if not (isinstance(exc, type) and issubclass(exc, BaseException)):
+                exc = type(r["error"], (Exception,), {})
+            raise exc(r["message"])
+        value = r["value"]
+        if isinstance(value, dict) and "type" in value:
+            return type(value["type"], (), {})()  # an object of the same type name
+        return value
+    return fn
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def grade_one(path: Path, timeout: float = 30.0) -> list[Result]:
+    """Run one submission in a fresh kernel and grade each exercise of its chapter."""
+    from nbclient import NotebookClient
+
+    nb = read_notebook(path)
+    checks = exercises_of(nb, path)
+    results: list[Result] = []
+    remaining = list(checks)
+    skip: set[int] = set()  # cells that ran past the time limit and left the kernel stuck
+    with tempfile.TemporaryDirectory(prefix="attnlib-grade-") as tmp:
+        while remaining:  # a kernel stuck in an endless loop is replaced by a fresh one
+            run = nbformat.from_dict(json.loads(json.dumps(nb)))  # a fresh copy for each kernel
+            client = NotebookClient(
+                run, timeout=timeout, kernel_name="python3", allow_errors=True,
+                interrupt_on_timeout=True, record_timing=False,
+                error_on_timeout={"ename": "CellTimeoutError", "evalue": f"cell ran past {timeout:g} s",
+                                  "traceback": []},
+                resources={"metadata": {"path": tmp}},  # the kernel works in a scratch folder
+            )
+            with client.setup_kernel():
+                if not _run_cells(client, run, skip, timeout):
+                    continue  # stuck: start again without the cell that got it stuck
+                while remaining:
+                    results.append(_grade_exercise(client, remaining.pop(0), Path(tmp), timeout))
+                    if results[-1].result == "timeout" and not _responsive(client):
+                        break
+    return results
+
+
+def _run_cells(client, nb, skip: set[int], timeout: float) -> bool:
+    """Run the notebook's code cells in order; False if one left the kernel stuck (it joins skip)."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or index in skip:
+            continue
+        started = time.monotonic()
+        client.execute_cell(cell, index)
+        if time.monotonic() - started >= timeout and not _responsive(client):
+            skip.add(index)
+            return False
+    return True
+
+
+def _responsive(client) -> bool:
+    """Whether the kernel answers a trivial cell within a few seconds (after an interrupt)."""
+    cell = nbformat.v4.new_code_cell("1")
+    client.nb.cells.append(cell)
+    saved, client.timeout = client.timeout, 5
+    try:
+        started = time.monotonic()
+        client.execute_cell(cell, len(client.nb.cells) - 1)
+        return time.monotonic() - started < 5 and bool(cell.outputs)
+    finally:
+        client.timeout = saved
+
+
+def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
+    cases = check.cases()
+    cases_path, results_path = tmp / f"{check.exercise}.cases.pt", tmp / f"{check.exercise}.results.pt"
+    torch.save([args for _, args in cases], cases_path)
+    cell = nbformat.v4.new_code_cell(_RUN_CASES.format(
+        name=check.function, cases=str(cases_path), results=str(results_path)))
+    client.nb.cells.append(cell)  # nbclient stores outputs into the notebook's cell list
+    started = time.monotonic()
+    client.execute_cell(cell, len(client.nb.cells) - 1)
+    elapsed = time.monotonic() - started
+
+    def result(points: int, kind: str, message: str) -> Result:
+        return Result(check.exercise, check.function, points, check.points, kind, message)
+
+    if not results_path.exists():
+        if elapsed >= timeout:
+            return result(0, "timeout", f"{check.function}: did not finish within {timeout:g} s "
+                                        "(an endless loop?)")
+        errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
+        return result(0, "error", f"{check.function}: could not be run "
+                                  f"({errors[0] if errors else 'no results came back'})")
+    recorded = torch.load(results_path, weights_only=True)
+    if recorded["missing"]:
+        return result(0, "missing", f"no function named {check.function} was defined "
+                                    "(did its cell raise an error?)")
+    try:
+        n = compare(check.function, _replay(recorded["results"]), cases, check.reference,
+                    check.hint, check.atol, check.rtol)
+    except AssertionError as e:
+        return result(0, "fail", str(e))
+    return result(check.points, "pass", f"all {n} cases passed")
+
+
+def report(path: Path, results: list[Result]) -> str:
+    """The table printed for one submission, ending with ``score: X/Y``."""
+    rows = [("exercise", "points", "result", "message")]
+    rows += [(r.exercise, f"{r.points}/{r.max_points}", r.result, _first_line(r.message)) for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"{path}"]
+    for i, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 7)
+    score, total = sum(r.points for r in results), sum(r.max_points for r in results)
+    lines.append(f"score: {score}/{total}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ command line
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnlib.homework", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_rel = sub.add_parser("release", help="write student versions of chapter notebooks")
+    p_rel.add_argument("sources", nargs="+", type=Path, metavar="SRC")
+    p_rel.add_argument("--out", required=True, type=Path, metavar="DIR")
+    p_gr = sub.add_parser("grade", help="grade submitted notebooks")
+    p_gr.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSION")
+    p_gr.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                      help="seconds each cell may run (default 30)")
+    p_gr.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "release":
+            for dest in release(args.sources, args.out):
+                print(f"wrote {dest}")
+            return 0
+        for path in args.submissions:   # every file must be a chapter notebook before any runs
+            exercises_of(read_notebook(path), path)
+        if args.json and any(args.json.resolve() == p.resolve() for p in args.submissions):
+            raise HomeworkError(f"{args.json}: is a submission; the report would overwrite it")
+    except HomeworkError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    reports = []
+    for path in args.submissions:
+        results = grade_one(path, timeout=args.timeout)
+        print(report(path, results))
+        reports.append({"submission": str(path), "exercises": [asdict(r) for r in results],
+                        "score": sum(r.points for r in results),
+                        "max_score": sum(r.max_points for r in results)})
+    if args.json:
+        args.json.write_text(json.dumps({"submissions": reports}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

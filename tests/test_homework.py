@@ -1,0 +1,293 @@
+"""python -m attnlib.homework: release student notebooks, grade submissions honestly."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from attnlib import homework
+from attnlib.check import CHECKS
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _solution_lines(nb) -> list[str]:
+    """Every non-blank line written between BEGIN and END SOLUTION in a notebook."""
+    lines = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and homework.BEGIN in cell.source:
+            inside = False
+            for line in cell.source.splitlines():
+                if line.strip().startswith(homework.BEGIN):
+                    inside = True
+                elif line.strip().startswith(homework.END):
+                    inside = False
+                elif inside and line.strip():
+                    lines.append(line.strip())
+    return lines
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attnlib.homework", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """Student versions of every chapter, written by the command line."""
+    out = tmp_path_factory.mktemp("student")
+    before = {p: _digest(p) for p in CHAPTERS}
+    proc = _cli("release", *map(str, CHAPTERS), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert {p: _digest(p) for p in CHAPTERS} == before, "release modified a source notebook"
+    return out
+
+
+# ------------------------------------------------------------------ convention
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_follows_the_exercise_convention(path):
+    """Every chapter has a coding exercise; each is gated, marked, checked, and registered."""
+    nb = nbformat.read(path, as_version=4)
+    chapter = "ch" + path.name[:2]
+    labels = [lbl for c in nb.cells if c.cell_type == "markdown"
+              for lbl in re.findall(r"^\s*:label:\s*(\S+)", c.source, re.M)
+              if "{exercise}" in c.source]
+    registered = [lbl for lbl in CHECKS if lbl.startswith(chapter + "-")]
+    assert registered, f"{path.name}: no checker in attnlib.check for {chapter}"
+    assert set(registered) <= set(labels), f"checkers without an exercise in {path.name}"
+    for label in registered:
+        check = CHECKS[label]
+        code = [i for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and re.search(rf"^def {check.function}\(", c.source, re.M)]
+        assert len(code) == 1, f"{label}: expected one cell defining {check.function}"
+        i = code[0]
+        assert homework.BEGIN in nb.cells[i].source and homework.END in nb.cells[i].source
+        assert "{solution-start} " + label in nb.cells[i - 1].source and ":class: dropdown" in nb.cells[i - 1].source
+        assert "{solution-end}" in nb.cells[i + 1].source
+        assert nb.cells[i + 2].source.strip() == f"check.{check.function}({check.function})"
+
+
+# ------------------------------------------------------------------ release
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_release_removes_every_solution(path, released):
+    source = nbformat.read(path, as_version=4)
+    student = nbformat.read(released / path.name, as_version=4)
+    body = _solution_lines(source)
+    assert body, "the chapter has no solution code to remove"
+    text = "\n".join(c.source for c in student.cells)
+    for line in body:
+        assert line not in text, f"solution line left in the student notebook: {line}"
+    assert "{solution-start}" not in text and "{solution-end}" not in text
+    code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    assert code.count("raise NotImplementedError") == len(
+        [c for c in source.cells if homework.BEGIN in c.source])
+    for cell in student.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+    # signatures and docstrings stay, so the student knows what to write
+    for label, check in CHECKS.items():
+        if label.startswith("ch" + path.name[:2] + "-"):
+            assert re.search(rf"^def {check.function}\(", text, re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_student_notebook_runs_to_its_first_check(path, released):
+    nb = nbformat.read(released / path.name, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    failed = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              and any(o.output_type == "error" for o in c.outputs)
+              and "raises-exception" not in c.metadata.get("tags", [])]
+    assert failed, "no cell failed: the stubs did not raise"
+    i, first = failed[0]
+    assert first.source.startswith("check."), f"cell {i} failed before any check:\n{first.source}"
+    error = next(o for o in first.outputs if o.output_type == "error")
+    assert error.ename == "AssertionError" and "not implemented yet" in error.evalue
+    for _, cell in failed:  # only check cells fail, every one because of its stub
+        assert cell.source.startswith("check."), cell.source
+
+
+def test_release_never_overwrites(tmp_path):
+    src = CHAPTERS[0]
+    proc = _cli("release", str(src), "--out", str(src.parent))
+    assert proc.returncode == 2 and "would overwrite the source notebook" in proc.stderr
+    existing = tmp_path / src.name
+    existing.write_text("my work", encoding="utf-8")
+    proc = _cli("release", str(src), "--out", str(tmp_path))
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+    assert existing.read_text(encoding="utf-8") == "my work"
+
+
+# ------------------------------------------------------------------ grade
+
+def test_grading_the_sources_gives_full_marks(tmp_path):
+    report = tmp_path / "report.json"
+    before = {p: _digest(p) for p in CHAPTERS}
+    proc = _cli("grade", *map(str, CHAPTERS), "--timeout", "120", "--json", str(report))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text())
+    assert len(data["submissions"]) == len(CHAPTERS)
+    for sub in data["submissions"]:
+        assert sub["score"] == sub["max_score"] > 0, sub
+        assert all(e["result"] == "pass" for e in sub["exercises"])
+    assert proc.stdout.strip().splitlines()[-1] == f"score: {data['submissions'][-1]['max_score']}/" \
+                                                   f"{data['submissions'][-1]['max_score']}"
+    assert {p: _digest(p) for p in CHAPTERS} == before, "grading modified a submission"
+
+
+def test_grading_the_released_notebooks_gives_zero(released):
+    proc = _cli("grade", *map(str, sorted(released.glob("*.ipynb"))), "--timeout", "120")
+    assert proc.returncode == 0, proc.stderr
+    scores = re.findall(r"^score: (\d+)/(\d+)$", proc.stdout, re.M)
+    assert len(scores) == len(CHAPTERS)
+    assert all(got == "0" and int(total) > 0 for got, total in scores), proc.stdout
+    assert "not implemented yet" in proc.stdout
+    # book/homework.md shows this report for chapter 1: it must be what the grader prints
+    doc = (ROOT / "book" / "homework.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\nstudent/01_embeddings.ipynb\n(.*?score: \d+/\d+)\n```", doc, re.S).group(1)
+    printed = re.search(r"01_embeddings.ipynb\n(.*?score: \d+/\d+)", proc.stdout, re.S).group(1)
+    assert shown == printed
+
+
+# Small chapter-1 submissions, one cheat or mistake each (fast: no chapter code to run).
+GOOD_ONE_HOT = """
+def one_hot_rows(ids, vocab_size):
+    return (ids[..., None] == torch.arange(vocab_size)).float()
+"""
+GOOD_MEAN = """
+def mean_embedding(ids, table):
+    return table[ids].mean(dim=0)
+"""
+WRONG_ONE_HOT = """
+def one_hot_rows(ids, vocab_size):
+    return torch.zeros(*ids.shape, vocab_size)
+"""
+
+
+def _submission(tmp_path: Path, *sources: str, name: str = "01_embeddings.ipynb") -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("import torch\nimport attnlib\nfrom attnlib import check")]
+    nb.cells += [nbformat.v4.new_code_cell(s.strip()) for s in sources]
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def _grade(path: Path, timeout: float = 10) -> dict[str, homework.Result]:
+    before = _digest(path)
+    results = {r.exercise: r for r in homework.grade_one(path, timeout=timeout)}
+    assert _digest(path) == before, "grading modified the submission"
+    assert set(results) == {"ch01-one-hot", "ch01-mean-embedding"}
+    return results
+
+
+def test_correct_submission_without_check_cells(tmp_path):
+    results = _grade(_submission(tmp_path, GOOD_ONE_HOT, GOOD_MEAN))
+    assert [r.points for r in results.values()] == [1, 1]
+
+
+def test_endless_loop_costs_that_exercise_only(tmp_path):
+    loop = "def one_hot_rows(ids, vocab_size):\n    while True:\n        pass"
+    results = _grade(_submission(tmp_path, loop, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN,
+                                 "while True:\n    pass"), timeout=3)
+    assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
+    assert "did not finish within 3 s" in results["ch01-one-hot"].message
+    assert results["ch01-mean-embedding"].points == 1
+
+
+def test_loop_that_swallows_interrupts_costs_that_exercise_only(tmp_path):
+    stubborn = """
+def one_hot_rows(ids, vocab_size):
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+"""
+    results = _grade(_submission(tmp_path, stubborn, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN), timeout=3)
+    assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
+    assert results["ch01-mean-embedding"].points == 1
+
+
+def test_exception_costs_that_exercise_only(tmp_path):
+    raising = "def one_hot_rows(ids, vocab_size):\n    return ids.one_hot_please()"
+    results = _grade(_submission(tmp_path, raising, GOOD_MEAN))
+    r = results["ch01-one-hot"]
+    assert (r.points, r.result) == (0, "fail")
+    assert "your function raised AttributeError" in r.message and "case:" in r.message
+    assert results["ch01-mean-embedding"].points == 1
+
+
+def test_syntax_error_costs_that_exercise_only(tmp_path):
+    broken = "def one_hot_rows(ids, vocab_size)\n    return ids"
+    results = _grade(_submission(tmp_path, broken, GOOD_MEAN))
+    assert (results["ch01-one-hot"].points, results["ch01-one-hot"].result) == (0, "missing")
+    assert "no function named one_hot_rows" in results["ch01-one-hot"].message
+    assert results["ch01-mean-embedding"].points == 1
+
+
+def test_wrong_type_is_explained(tmp_path):
+    as_list = "def one_hot_rows(ids, vocab_size):\n    return [[1.0]]"
+    r = _grade(_submission(tmp_path, as_list, GOOD_MEAN))["ch01-one-hot"]
+    assert r.points == 0 and "expected a torch.Tensor, got list" in r.message
+
+
+def test_deleted_or_faked_checks_do_not_help(tmp_path):
+    cheat = """
+check.one_hot_rows = lambda fn: print("check.one_hot_rows: all 10 cases passed")
+attnlib.check.CHECKS.clear()
+attnlib.check.compare = lambda *args, **kwargs: 10
+torch.allclose = lambda *args, **kwargs: True
+torch.equal = lambda *args, **kwargs: True
+check.one_hot_rows(one_hot_rows)
+"""
+    results = _grade(_submission(tmp_path, WRONG_ONE_HOT, cheat))   # mean_embedding deleted too
+    assert results["ch01-one-hot"].points == 0 and "wrong values" in results["ch01-one-hot"].message
+    assert results["ch01-mean-embedding"].result == "missing"
+
+
+def test_chapter_is_found_from_labels_when_renamed(tmp_path):
+    path = _submission(tmp_path, GOOD_ONE_HOT, name="my_homework.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("```{exercise} x\n:label: ch01-one-hot\n```"))
+    nbformat.write(nb, path)
+    results = {r.exercise: r for r in homework.grade_one(path, timeout=10)}
+    assert results["ch01-one-hot"].points == 1 and results["ch01-mean-embedding"].result == "missing"
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"this is not json", "not a valid notebook"),
+    (b'{"cells": 3}', "not a valid notebook"),
+    (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a notebook"),
+])
+def test_not_a_notebook_exits_2(tmp_path, content, why):
+    path = tmp_path / "01_embeddings.ipynb"
+    path.write_bytes(content)
+    proc = _cli("grade", str(path))
+    assert proc.returncode == 2
+    assert why in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert path.read_bytes() == content
+
+
+def test_missing_file_and_unknown_chapter_exit_2(tmp_path):
+    proc = _cli("grade", str(tmp_path / "nope.ipynb"))
+    assert proc.returncode == 2 and "cannot read it" in proc.stderr
+    path = _submission(tmp_path, GOOD_ONE_HOT, name="notes.ipynb")
+    proc = _cli("grade", str(path))
+    assert proc.returncode == 2 and "no graded exercises found" in proc.stderr

@@ -21,9 +21,11 @@ def book_build() -> subprocess.CompletedProcess:
 
     -W turns every warning (and every notebook execution error) into a failure,
     -n reports every broken cross-reference, --keep-going reports all of them.
+    --all writes every page again, so no page is left over from an earlier build
+    (executed notebooks still come from the cache when their code is unchanged).
     """
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     return subprocess.run(
-        [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"],
+        [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
         cwd=ROOT, capture_output=True, text=True, timeout=1500,
     )

@@ -1,0 +1,176 @@
+"""The published book as a reader meets it, in headless Chromium with no network.
+
+Serves the built `_build/html` on 127.0.0.1 and opens every chapter in Debian's
+Chromium (`/usr/bin/chromium`, `/usr/bin/chromedriver`; never a downloaded
+browser). Every host name but 127.0.0.1 fails to resolve, and the test checks
+that no request left loopback. Screenshots go to `_build/screenshots/`.
+
+Without Chromium the test is skipped, with a message saying so; under CI
+(`CI=true`) a missing browser is a failure.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+
+pytestmark = pytest.mark.slow
+
+
+def _require_browser():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        message = (f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found; "
+                   "`apt-get install chromium chromium-driver`)")
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + ": required under CI")
+        pytest.skip(message)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(book_build):
+    """The built book served on 127.0.0.1 (a free port), for the length of the module."""
+    _require_browser()
+    assert book_build.returncode == 0, "the book did not build; see test_book.py"
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(site, tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1280,1600",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                 # the network is blocked: every host but loopback fails to resolve
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _open(driver, url: str) -> None:
+    driver.get_log("browser"), driver.get_log("performance")  # drop what earlier pages logged
+    driver.get(url)
+
+
+def _requests(driver) -> list[str]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def _wait_for_mathjax(driver) -> bool:
+    """Wait (at most 20 s) until MathJax has typeset the page; False if it never did."""
+    return driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const give_up = Date.now() + 20000;
+        const wait = () => {
+            if (window.MathJax && MathJax.startup && MathJax.startup.promise)
+                MathJax.startup.promise.then(() => done(true));
+            else if (Date.now() > give_up) done(false);
+            else setTimeout(wait, 50);
+        };
+        wait();""")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_page(browser, site, chapter):
+    _open(browser, f"{site}/notebooks/{chapter}.html")
+    assert _wait_for_mathjax(browser), "MathJax did not start (is _static/mathjax served?)"
+    page = browser.execute_script("""
+        const article = document.querySelector('article') || document.body;
+        const prose = article.cloneNode(true);
+        prose.querySelectorAll('pre, code, .cell_output, mjx-container, script').forEach(e => e.remove());
+        const images = [...document.querySelectorAll('article img')];
+        return {
+            math: document.querySelectorAll('mjx-container').length,
+            text: prose.innerText,
+            images: images.map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0]),
+            alts: images.map(i => i.getAttribute('alt') || ''),
+        };""")
+    assert page["math"] > 0, "no math was typeset (MathJax output missing)"
+    for raw in ("$$", "\\frac", "\\sqrt", "\\begin{"):
+        assert raw not in page["text"], f"raw TeX {raw!r} left on the page: MathJax did not typeset it"
+    assert page["images"], "the chapter has no figure"
+    not_loaded = [src for src, ok in page["images"] if not ok]
+    assert not not_loaded, f"images that did not load: {not_loaded}"
+    assert all(alt.strip() for alt in page["alts"]), "every image needs alt text"
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"JavaScript console errors: {errors}"
+    network = ("http:", "https:", "ws:", "wss:", "ftp:")  # not data:, blob: or chrome:// (the browser's own)
+    outside = [u for u in _requests(browser) if u.startswith(network) and not u.startswith(site)]
+    assert not outside, f"the page asked the network for: {outside}"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / f"{chapter}.png"))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_solutions_are_closed_dropdowns_that_open(browser, site, chapter):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(browser, f"{site}/notebooks/{chapter}.html")
+    solutions = browser.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
+    assert solutions, "no solution dropdowns on the page"
+    coded = [s for s in solutions if s.find_elements(By.CSS_SELECTOR, "div.cell_input")]
+    assert coded, "no solution shows code"
+    for solution in coded:
+        code = solution.find_element(By.CSS_SELECTOR, "div.cell_input")
+        assert not code.is_displayed(), "a solution is open before it is clicked"
+        button = solution.find_element(By.CSS_SELECTOR, "button.toggle-button")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+        button.click()
+        WebDriverWait(browser, 10).until(ec.visibility_of(code))
+        assert code.text.strip(), "the opened solution shows no code"
+        outputs = solution.find_elements(By.CSS_SELECTOR, "div.cell_output")
+        assert all(o.is_displayed() for o in outputs), "the opened solution hides its output"
+
+
+def test_search_finds_the_masking_chapter(browser, site):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    masking = [c for c in CHAPTERS if "masking" in c]
+    if not masking:
+        pytest.skip("the masking chapter is not written yet")
+    _open(browser, f"{site}/search.html?q=causal")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
+    links = [a.get_attribute("href") for a in
+             browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
+    assert any(f"notebooks/{masking[0]}.html" in href for href in links), links

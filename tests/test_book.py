@@ -33,6 +33,10 @@ def test_no_script_from_the_network(book_build):
     remote = re.compile(r"""<script[^>]*\ssrc=["'](?:https?:)?//""", re.I)
     offenders = [p.relative_to(HTML).as_posix() for p in _html_files() if remote.search(p.read_text("utf-8"))]
     assert not offenders, f"pages load JavaScript from the network: {offenders}"
+    cdns = ("unpkg.com", "cdn.jsdelivr.net", "cdnjs.cloudflare.com", "mathjax.org")
+    mentions = [(p.relative_to(HTML).as_posix(), c) for p in _html_files() for c in cdns
+                if c in p.read_text("utf-8")]
+    assert not mentions, f"pages mention a CDN: {mentions}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -1,4 +1,4 @@
-"""A tiny Sphinx extension for the course book: one copy of each inline script per page.
+"""A tiny Sphinx extension for the course book: only the scripts the book uses, once each.
 
 Jupyter Book 1 with Sphinx 7.4 emits the inline configuration scripts of
 sphinx-thebe and sphinx-togglebutton twice on every page (added once before
@@ -7,18 +7,26 @@ Sphinx does not see as equal); the second
 ``const THEBE_JS_URL = ...`` is a JavaScript error in the reader's browser
 console (tests/test_browser.py checks for console errors). This extension keeps
 the first copy of every script and drops exact repeats.
+
+It also drops sphinx-thebe's scripts: the book offers no live code cells (use
+the Colab and Binder buttons), and thebe would load its code from a CDN, while
+every page of this book must work with no network.
 """
 from __future__ import annotations
 
 
-def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
+def _keep_needed_scripts(app, pagename, templatename, context, doctree):
     scripts = context.get("script_files")
     if not scripts:
         return
     seen, unique = set(), []
     for script in scripts:
+        name = getattr(script, "filename", None) or ""
+        body = getattr(script, "attributes", {}).get("body", "")
+        if name.endswith("sphinx-thebe.js") or "THEBE_JS_URL" in body:
+            continue  # no thebe: it would load from a CDN
         # the same script may come once with filename None and once with "" (Sphinx 7.4)
-        key = (getattr(script, "filename", None) or "", repr(sorted(getattr(script, "attributes", {}).items())))
+        key = (name, repr(sorted(getattr(script, "attributes", {}).items())))
         if key not in seen:
             seen.add(key)
             unique.append(script)
@@ -27,5 +35,5 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
 
 def setup(app):
     # early: html-page-context stops at the first handler that returns a template name
-    app.connect("html-page-context", _drop_repeated_scripts, priority=100)
+    app.connect("html-page-context", _keep_needed_scripts, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

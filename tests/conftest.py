@@ -1,6 +1,7 @@
 """Shared fixtures: the repository root and one book build per test session."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,11 @@ def book_build() -> subprocess.CompletedProcess:
 
     -W turns every warning (and every notebook execution error) into a failure,
     -n reports every broken cross-reference, --keep-going reports all of them.
-    --all writes every page again, so no page is left over from an earlier build
-    (executed notebooks still come from the cache when their code is unchanged).
+    The HTML is removed first and --all writes every page again, so nothing is left
+    over from an earlier build (executed notebooks still come from the cache in
+    _build/.jupyter_cache when their code is unchanged).
     """
+    shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     return subprocess.run(
         [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],

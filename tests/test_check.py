@@ -82,3 +82,73 @@ def test_book_homework_page_shows_a_real_message():
     with pytest.raises(AssertionError) as info:
         check.one_hot_rows(lambda ids, V: one_hot(ids.flatten(), V))
     assert shown == f"AssertionError: {info.value}"
+
+
+# ------------------------------------------------------------------ every registered checker
+
+def _nudge(value):
+    """A wrong answer close to the right one: each number moved, each bool flipped."""
+    if isinstance(value, tuple):
+        return tuple(_nudge(v) for v in value)
+    if isinstance(value, torch.Tensor):
+        return ~value if value.dtype == torch.bool else value + 0.5
+    return value + 1
+
+
+@pytest.mark.parametrize("label", sorted(check.CHECKS))
+def test_every_checker_passes_its_reference_and_rejects_a_near_miss(label, capsys):
+    entry = check.CHECKS[label]
+    entry(entry.reference)
+    assert f"check.{entry.function}: all" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"(?s)wrong value.*case:.*hint:"):
+        entry(lambda *args: _nudge(entry.reference(*args)))
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        entry(lambda *args: (_ for _ in ()).throw(NotImplementedError()))
+
+
+@pytest.mark.parametrize("label", sorted(check.CHECKS))
+def test_every_checker_tries_edge_cases(label):
+    """Each checker runs several cases, seeded: the same cases every time."""
+    entry = check.CHECKS[label]
+    cases = entry.cases()
+    assert len(cases) >= 5, f"{label}: only {len(cases)} cases"
+    again = entry.cases()
+    for (l1, a1), (l2, a2) in zip(cases, again):
+        assert l1 == l2
+        for x, y in zip(a1, a2):
+            assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+
+
+def _no_scale(q, k):
+    return q @ k.transpose(-2, -1)
+
+
+def _masks_the_diagonal(q, k):
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(T_q, T_k, dtype=torch.bool).tril(diagonal=-1)
+    scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
+
+def _split_without_transpose(x, n_heads):
+    B, T, d_model = x.shape
+    return x.reshape(B, n_heads, T, d_model // n_heads)
+
+
+def _naive_softmax(x):
+    e = torch.exp(x)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("name, wrong", [
+    ("scaled_scores", _no_scale),
+    ("scaled_scores", lambda q, k: _no_scale(q, k) / q.shape[-1]),         # divides by d_k, not sqrt(d_k)
+    ("causal_attention_weights", _masks_the_diagonal),
+    ("split_heads_by_hand", _split_without_transpose),
+    ("stable_softmax", _naive_softmax),
+    ("stable_softmax", lambda x: torch.softmax(x, dim=-1)),                 # NaN for an all -inf row
+    ("scores", lambda x, w_q, w_k: (x @ w_k) @ (x @ w_q).transpose(-2, -1)),  # K Q^T instead of Q K^T
+])
+def test_checkers_catch_the_classic_mistakes(name, wrong):
+    with pytest.raises(AssertionError, match=r"(?s)case:.*hint:"):
+        getattr(check, name)(wrong)

@@ -29,6 +29,32 @@ every chapter's exercises       ``check``       one checker per coding exercise,
 homework                        ``homework``    ``python -m attnlib.homework release|grade``
 ==============================  ==============  =====================================================
 
+The API, with shapes::
+
+    one_hot(ids (...), vocab_size) -> (..., V) float
+    embed(ids (...), table (V, d_model)) -> (..., d_model)           # one_hot(ids) @ table
+    qk_scores(q (..., T_q, d_k), k (..., T_k, d_k), scale=None) -> (..., T_q, T_k)
+                                              # scale=None: 1/sqrt(d_k); scale=1.0: raw dot products
+    causal_mask(T_q, T_k=None, device=None) -> bool (T_q, T_k)      # lower triangle, diagonal kept
+    padding_mask(lengths (B,), T) -> bool (B, 1, 1, T)              # True on real tokens
+    float_mask(mask bool, dtype=torch.float32) -> 0 where True, -inf where False  # additive form
+    softmax(x, dim=-1)                       # stable; -inf -> 0; a row of all -inf -> zeros
+    attention_weights(q, k, attn_mask=None, is_causal=False, scale=None) -> (..., T_q, T_k)
+    attention(q, k, v (..., T_k, d_v), attn_mask=None, is_causal=False, scale=None)
+        -> (out (..., T_q, d_v), weights (..., T_q, T_k))           # = F.scaled_dot_product_attention
+    split_heads(x (B, T, d_model), n_heads) -> (B, n_heads, T, d_head); merge_heads: the inverse
+    MultiHeadAttention(d_model, n_heads, bias=True, dropout=0.0)    # w_q, w_k, w_v, w_o: nn.Linear
+        .forward(x (B, T, d_model), context=None, attn_mask=None, is_causal=False, need_weights=True)
+            -> (out (B, T, d_model), weights (B, n_heads, T, T_ctx) or None)
+        .from_torch(m: nn.MultiheadAttention)                       # same weights, same outputs
+    GPTConfig(vocab_size, context_length, d_model, n_layers, n_heads, d_ff=None, bias=True,
+              tie_embeddings=True); GPT2_SMALL, GPT2_MEDIUM, GPT2_LARGE, GPT2_XL, GPT3_175B
+    TransformerBlock(config), GPT(config)    # GPT-2 (pre-norm); GPT.forward(ids (B, T)) -> (B, T, V)
+    attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
+    mlp_params(d_model, d_ff, bias=True), layernorm_params(d_model, bias=True) -> int
+    param_breakdown(config) -> dict; gpt_params(config) -> int      # closed form
+    count_params(module) -> int                                     # each distinct parameter once
+
 Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
 what was expected and what was received.
 

@@ -50,6 +50,7 @@ def test_chapter_page(book_build, chapter):
     assert re.search(r'class="math[ "]', html), "no math on the page"
     # Outputs are in the page: at least one figure, exercises, solutions in closed dropdowns.
     assert re.search(r'<img[^>]+src="[^"]+\.png"', html), "no figure"
+    assert "<figcaption" in html, "no figure with a caption (cell metadata mystnb.figure.caption)"
     assert 'class="exercise' in html
     assert re.search(r'class="[^"]*solution[^"]*dropdown', html), "solutions are not dropdowns"
     for img in re.findall(r'<img[^>]+src="([^"]+)"', html):

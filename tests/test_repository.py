@@ -95,3 +95,10 @@ def test_requirements_pinned_exactly():
     loose = [r for r in reqs if not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[A-Za-z0-9_.\-+]+", r)]
     assert not loose, f"not pinned exactly: {loose}"
     assert "-e ." in lines, "requirements.txt must install attnlib itself (-e .)"
+
+
+def test_attnlib_docstring_lists_every_public_name():
+    import attnlib
+    doc = attnlib.__doc__
+    missing = [name for name in attnlib.__all__ if name not in doc]
+    assert not missing, f"attnlib/__init__.py's docstring does not mention {missing}"

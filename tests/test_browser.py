@@ -3,7 +3,8 @@
 Serves the built `_build/html` on 127.0.0.1 and opens every chapter in Debian's
 Chromium (`/usr/bin/chromium`, `/usr/bin/chromedriver`; never a downloaded
 browser). Every host name but 127.0.0.1 fails to resolve, and the test checks
-that no request left loopback. Screenshots go to `_build/screenshots/`.
+that no request left loopback. A full-page screenshot of every chapter goes to
+`_build/screenshots/`.
 
 Without Chromium the test is skipped, with a message saying so; under CI
 (`CI=true`) a missing browser is a failure.
@@ -134,8 +135,18 @@ def test_chapter_page(browser, site, chapter):
     network = ("http:", "https:", "ws:", "wss:", "ftp:")  # not data:, blob: or chrome:// (the browser's own)
     outside = [u for u in _requests(browser) if u.startswith(network) and not u.startswith(site)]
     assert not outside, f"the page asked the network for: {outside}"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SHOTS / f"{chapter}.png"))
+    _save_full_page(browser, SHOTS / f"{chapter}.png")
+
+
+def _save_full_page(driver, path: Path) -> None:
+    """A screenshot of the whole page (up to 16,000 pixels tall): the window grows to fit it."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, min(height + 200, 16000))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(path)), f"could not write {path}"
+    finally:
+        driver.set_window_size(1280, 1600)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

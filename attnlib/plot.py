@@ -68,7 +68,10 @@ def _draw(ax, m: np.ndarray, title: str, row_labels=None, col_labels=None,
             fmt = ".0f"  # whole numbers (one-hot rows, counts): no decimals
         for (i, j), v in np.ndenumerate(m):
             strong = abs(v) > 0.6 * max(abs(vmax), abs(vmin)) if signed else v > mid
-            ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=8,
+            text = format(v, fmt)
+            if text.startswith("-") and float(text) == 0:
+                text = text[1:]  # -0.001 shown as 0.00, not -0.00
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
                     color="white" if strong else "black")
     for side in ax.spines.values():
         side.set_visible(False)

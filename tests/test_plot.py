@@ -36,3 +36,10 @@ def test_attention_heatmap_and_heads_grid():
         plot.heads_grid(torch.zeros(4, 4))
     with pytest.raises(AttnlibError, match=r"m: expected a 1-D or 2-D matrix"):
         plot.show_matrix(torch.zeros(2, 2, 2))
+
+
+def test_no_negative_zero_in_cells():
+    fig = plot.show_matrix(torch.tensor([[-0.001, 0.5], [-0.5, 0.0]]), "m")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["0.00", "0.50", "-0.50", "0.00"]
+    plt.close(fig)

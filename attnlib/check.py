@@ -198,6 +198,7 @@ mean_embedding = _register(Check(
 
 
 # ---------------------------------------------------------------- chapter 2
+
 def _scores_cases() -> Cases:
     g = torch.Generator().manual_seed(3)
 
@@ -243,8 +244,6 @@ scores = _register(Check(
 
 # ---------------------------------------------------------------- chapter 3
 
-
-
 def _scaled_scores_cases() -> Cases:
     g = torch.Generator().manual_seed(31)
     cases = [
@@ -265,13 +264,9 @@ def _scaled_scores_cases() -> Cases:
     return cases
 
 
-def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return qk_scores(q, k)  # (..., T_q, d_k) @ (..., d_k, T_k) / sqrt(d_k) -> (..., T_q, T_k)
-
-
 scaled_scores = _register(Check(
     exercise="ch03-scaled-scores", function="scaled_scores", cases=_scaled_scores_cases,
-    reference=_scaled_scores,
+    reference=qk_scores,
     hint="q @ k.transpose(-2, -1) (swap only the last two axes), divided by the square root "
          "of d_k = q.shape[-1], the length of each vector (not by d_k, not by T_q or T_k)",
     covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64"))
@@ -307,7 +302,6 @@ unit_variance_scale = _register(Check(
 
 
 # ---------------------------------------------------------------- chapter 4
-
 
 def _causal_weights_cases() -> Cases:
     g = torch.Generator().manual_seed(4)
@@ -375,7 +369,6 @@ combine_masks = _register(Check(
 
 # ---------------------------------------------------------------- chapter 5
 
-
 def _stable_softmax_cases() -> Cases:
     g = torch.Generator().manual_seed(5)
     inf = float("inf")
@@ -400,13 +393,9 @@ def _stable_softmax_cases() -> Cases:
     return cases
 
 
-def _stable_softmax(x: torch.Tensor) -> torch.Tensor:
-    return _softmax(x, dim=-1)
-
-
 stable_softmax = _register(Check(
     exercise="ch05-stable-softmax", function="stable_softmax", cases=_stable_softmax_cases,
-    reference=_stable_softmax,
+    reference=_softmax,
     hint="subtract the row maximum (amax over the last axis, keepdim=True) before exp; where a row is "
          "all -inf its maximum is -inf: subtract 0 there and divide by 1 instead of the sum 0",
     covers="scores of 1000 and 1e4, -inf entries, all -inf rows, a size-1 axis, batches"))
@@ -442,19 +431,14 @@ def _attend_cases() -> Cases:
     return cases
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _attention(q, k, v)  # (out (..., T_q, d_v), weights (..., T_q, T_k))
-
-
 attend = _register(Check(
-    exercise="ch05-attend", function="attend", cases=_attend_cases, reference=_attend,
+    exercise="ch05-attend", function="attend", cases=_attend_cases, reference=_attention,
     hint="weights = softmax(q @ k^T / sqrt(d_k)) over the last axis (the keys), with d_k = q.shape[-1] and "
          "k.transpose(-2, -1); out = weights @ v; return (out, weights) in that order",
     covers="the worked example, T = 1, T_q != T_k, d_v != d_k, batch and head axes, large scores"))
 
 
 # ---------------------------------------------------------------- chapter 6
-
 
 def _split_heads_cases() -> Cases:
     g = torch.Generator().manual_seed(6)
@@ -475,13 +459,9 @@ def _split_heads_cases() -> Cases:
     return cases
 
 
-def _split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    return split_heads(x, n_heads)  # (B, T, d_model) -> (B, n_heads, T, d_head)
-
-
 split_heads_by_hand = _register(Check(
     exercise="ch06-split-heads", function="split_heads_by_hand", cases=_split_heads_cases,
-    reference=_split_heads, atol=0.0, rtol=0.0,
+    reference=split_heads, atol=0.0, rtol=0.0,
     hint="head h holds columns h*d_head .. (h+1)*d_head - 1 of every token: reshape to "
          "(B, T, n_heads, d_head) first, then swap the T and n_heads axes with transpose(1, 2). "
          "Reshaping straight to (B, n_heads, T, d_head) gives the right shape but cuts across tokens",
@@ -507,13 +487,9 @@ def _merge_heads_cases() -> Cases:
     return cases
 
 
-def _merge_heads(heads: torch.Tensor) -> torch.Tensor:
-    return merge_heads(heads)  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head)
-
-
 merge_heads_by_hand = _register(Check(
     exercise="ch06-merge-heads", function="merge_heads_by_hand", cases=_merge_heads_cases,
-    reference=_merge_heads, atol=0.0, rtol=0.0,
+    reference=merge_heads, atol=0.0, rtol=0.0,
     hint="swap the head and token axes back with transpose(1, 2), giving (B, T, n_heads, d_head), then "
          "reshape to (B, T, n_heads * d_head). Reshaping straight from (B, n_heads, T, d_head) gives the "
          "right shape but glues the wrong numbers; after the transpose use reshape (view fails on a "
@@ -522,7 +498,6 @@ merge_heads_by_hand = _register(Check(
 
 
 # ---------------------------------------------------------------- chapter 7
-
 
 def _block_params_cases() -> Cases:
     g = torch.Generator().manual_seed(7)

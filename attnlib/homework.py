@@ -146,21 +146,24 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def release(sources: list[Path], out_dir: Path) -> list[Path]:
-    """Write the student version of each source into ``out_dir``; never overwrite a file."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    """Write the student version of each source into ``out_dir``; never overwrite a file.
+
+    Every source is read and every destination checked before anything is written,
+    so a bad argument leaves ``out_dir`` as it was.
+    """
+    students = {}
     for src in sources:
-        nb = read_notebook(src)
         dest = out_dir / Path(src).name
         if dest.resolve() == Path(src).resolve():
             raise HomeworkError(f"{dest}: would overwrite the source notebook; choose another --out")
-        if dest.exists():
+        if dest.exists() or dest in students:
             raise HomeworkError(f"{dest}: already exists; it is not overwritten (remove it, or choose another --out)")
-        text = nbformat.writes(student_version(nb))
+        students[dest] = nbformat.writes(student_version(read_notebook(src)))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for dest, text in students.items():
         with open(dest, "x", encoding="utf-8") as f:  # "x": fail rather than overwrite
             f.write(text)
-        written.append(dest)
-    return written
+    return list(students)
 
 
 # ------------------------------------------------------------------ grade

@@ -130,6 +130,11 @@ def test_release_never_overwrites(tmp_path):
     proc = _cli("release", str(src), "--out", str(tmp_path))
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert existing.read_text(encoding="utf-8") == "my work"
+    # nothing is written when one of several destinations is taken
+    second = CHAPTERS[1] if len(CHAPTERS) > 1 else CHAPTERS[0]
+    proc = _cli("release", str(second), str(src), "--out", str(tmp_path))
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+    assert not (tmp_path / second.name).exists() or second == src
 
 
 # ------------------------------------------------------------------ grade

@@ -1,4 +1,11 @@
 """pytest configuration shared by tests/ and the nbval run over notebooks/."""
+import os
+
+# Headless machines often set MPLBACKEND=Agg, and ipykernel then keeps Agg: plt.show()
+# draws nothing unless a notebook asks for the inline backend itself (every chapter's
+# first cell runs `%matplotlib inline`). The suite runs the notebooks and builds the book
+# under Agg, so a chapter that forgets it loses its figures and fails here.
+os.environ["MPLBACKEND"] = "Agg"
 
 
 def pytest_collectstart(collector):

@@ -1,7 +1,7 @@
 """attnlib: the small library the attention course builds, chapter by chapter.
 
 Read each module next to its chapter. Shapes: ``B`` batch, ``T`` tokens
-(``T_q``, ``T_k``), ``V`` vocabulary, ``d_model``, ``n_heads``,
+(``T_q``, ``T_k``), ``vocab_size``, ``d_model``, ``n_heads``,
 ``d_head = d_model // n_heads`` (= ``d_k`` = ``d_v``). Row vectors:
 ``Q = X @ W_q``. Boolean masks use True = "may attend", as
 ``F.scaled_dot_product_attention`` does; float masks are added to the scores.
@@ -24,15 +24,16 @@ Chapter                         Module          Functions
                                                 ``layernorm_params``, ``param_breakdown``,
                                                 ``gpt_params``, ``count_params``
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
-                                                ``attention_heatmap``, ``heads_grid``
+                                                ``attention_heatmap``, ``heads_grid``, ``overview``
+shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
 homework                        ``homework``    ``python -m attnlib.homework release|grade``
 ==============================  ==============  =====================================================
 
 The API, with shapes::
 
-    one_hot(ids (...), vocab_size) -> (..., V) float
-    embed(ids (...), table (V, d_model)) -> (..., d_model)           # one_hot(ids) @ table
+    one_hot(ids (...), vocab_size) -> (..., vocab_size) float
+    embed(ids (...), table (vocab_size, d_model)) -> (..., d_model)           # one_hot(ids) @ table
     qk_scores(q (..., T_q, d_k), k (..., T_k, d_k), scale=None) -> (..., T_q, T_k)
                                               # scale=None: 1/sqrt(d_k); scale=1.0: raw dot products
     causal_mask(T_q, T_k=None, device=None) -> bool (T_q, T_k)      # lower triangle, diagonal kept
@@ -49,7 +50,7 @@ The API, with shapes::
         .from_torch(m: nn.MultiheadAttention)                       # same weights, same outputs
     GPTConfig(vocab_size, context_length, d_model, n_layers, n_heads, d_ff=None, bias=True,
               tie_embeddings=True); GPT2_SMALL, GPT2_MEDIUM, GPT2_LARGE, GPT2_XL, GPT3_175B
-    TransformerBlock(config), GPT(config)    # GPT-2 (pre-norm); GPT.forward(ids (B, T)) -> (B, T, V)
+    TransformerBlock(config), GPT(config)    # GPT-2 (pre-norm); GPT.forward(ids (B, T)) -> (B, T, vocab_size)
     attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
     mlp_params(d_model, d_ff, bias=True), layernorm_params(d_model, bias=True) -> int
     param_breakdown(config) -> dict; gpt_params(config) -> int      # closed form
@@ -72,7 +73,7 @@ from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
 from .params import (attention_params, count_params, gpt_params, layernorm_params, mlp_params,
                      param_breakdown)
-from . import check, plot
+from . import check, examples, plot
 
 __all__ = [
     "AttnlibError",
@@ -84,5 +85,5 @@ __all__ = [
     "GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
     "TransformerBlock", "GPT",
     "attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params", "count_params",
-    "check", "plot",
+    "check", "examples", "plot",
 ]

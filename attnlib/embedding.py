@@ -29,16 +29,16 @@ def _check_ids(ids, vocab_size: int) -> torch.Tensor:
 def one_hot(ids: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """One-hot rows of token ids.
 
-    ``one_hot(ids, V)[..., j] = 1`` if ``ids[...] == j`` else ``0``.
+    ``one_hot(ids, vocab_size)[..., j] = 1`` if ``ids[...] == j`` else ``0``.
 
     Args:
         ids: integer tensor of token ids, shape ``(...)``, e.g. ``(T,)`` or ``(B, T)``,
-            every id in ``[0, V)``.
-        vocab_size: ``V``, the number of tokens in the vocabulary.
+            every id in ``[0, vocab_size)``.
+        vocab_size: the number of tokens in the vocabulary.
         dtype: floating dtype of the result (float32 by default, ready for ``@``).
 
     Returns:
-        Tensor of shape ``(..., V)`` on the device of ``ids``.
+        Tensor of shape ``(..., vocab_size)`` on the device of ``ids``.
 
     Example:
         >>> one_hot(torch.tensor([2, 0]), 4)
@@ -47,24 +47,24 @@ def one_hot(ids: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float
     """
     ensure_positive_int("vocab_size", vocab_size)
     _check_ids(ids, vocab_size)
-    out = torch.zeros(*ids.shape, vocab_size, dtype=dtype, device=ids.device)  # (..., V)
+    out = torch.zeros(*ids.shape, vocab_size, dtype=dtype, device=ids.device)  # (..., vocab_size)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # put a 1 at column ids[...]
 
 
 def embed(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Embed token ids by the product form: one-hot rows times the table.
 
-    ``embed(ids, table) = one_hot(ids, V) @ table``, which equals ``table[ids]``.
+    ``embed(ids, table) = one_hot(ids, vocab_size) @ table``, which equals ``table[ids]``.
 
     Args:
-        ids: integer tensor of token ids, shape ``(...)``, every id in ``[0, V)``.
-        table: the embedding table, shape ``(V, d_model)``: row ``j`` is token ``j``'s vector.
+        ids: integer tensor of token ids, shape ``(...)``, every id in ``[0, vocab_size)``.
+        table: the embedding table, shape ``(vocab_size, d_model)``: row ``j`` is token ``j``'s vector.
 
     Returns:
         Tensor of shape ``(..., d_model)``.
 
     Example:
-        >>> table = torch.arange(6.0).reshape(3, 2)   # V=3 tokens, d_model=2
+        >>> table = torch.arange(6.0).reshape(3, 2)   # vocab_size = 3 tokens, d_model=2
         >>> embed(torch.tensor([2, 0, 2]), table)
         tensor([[4., 5.],
                 [0., 1.],
@@ -72,6 +72,6 @@ def embed(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """
     ensure_float("table", table)
     if table.dim() != 2:
-        raise fail("table", "a 2-D tensor of shape (V, d_model)", describe(table))
-    oh = one_hot(ids, table.shape[0], dtype=table.dtype).to(table.device)  # (..., V)
-    return oh @ table  # (..., V) @ (V, d_model) -> (..., d_model)
+        raise fail("table", "a 2-D tensor of shape (vocab_size, d_model)", describe(table))
+    oh = one_hot(ids, table.shape[0], dtype=table.dtype).to(table.device)  # (..., vocab_size)
+    return oh @ table  # (..., vocab_size) @ (vocab_size, d_model) -> (..., d_model)

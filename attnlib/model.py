@@ -6,7 +6,7 @@ A decoder-only transformer (Radford et al. 2019, GPT-2), pre-norm:
     for each block:
         x = x + attn(ln1(x), causal)               # multi-head self-attention
         x = x + mlp(ln2(x))                        # d_model -> d_ff -> d_model, GELU
-    logits = ln_f(x) @ tok_emb^T                   # (B, T, V); head tied to the embedding
+    logits = ln_f(x) @ tok_emb^T                   # (B, T, vocab_size); head tied to the embedding
 
 The published configurations are below; build the big ones on the meta
 device (``with torch.device("meta"): GPT(GPT3_175B)``) to inspect and count
@@ -32,7 +32,7 @@ class GPTConfig:
     """The sizes of a GPT model.
 
     Args:
-        vocab_size: ``V``, the number of token ids.
+        vocab_size: the number of token ids.
         context_length: the most tokens the model reads at once (learned positions).
         d_model: width of every token vector.
         n_layers: number of transformer blocks.
@@ -70,7 +70,7 @@ class GPTConfig:
 
 
 # Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
-# V = 50257 and context 1024); GPT-3: Brown et al. 2020, table 2.1 (same tokenizer, context 2048).
+# vocab_size = 50257 and context 1024); GPT-3: Brown et al. 2020, table 2.1 (same tokenizer, context 2048).
 GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_layers=12, n_heads=12)
 GPT2_MEDIUM = GPTConfig(vocab_size=50257, context_length=1024, d_model=1024, n_layers=24, n_heads=16)
 GPT2_LARGE = GPTConfig(vocab_size=50257, context_length=1024, d_model=1280, n_layers=36, n_heads=20)
@@ -112,7 +112,7 @@ class TransformerBlock(nn.Module):
 
 
 class GPT(nn.Module):
-    """A GPT-2 style language model: token ids ``(B, T)`` -> next-token logits ``(B, T, V)``.
+    """A GPT-2 style language model: token ids ``(B, T)`` -> next-token logits ``(B, T, vocab_size)``.
 
     ``logits = ln_f(blocks(tok_emb[ids] + pos_emb[0..T-1])) @ W_head^T``, causal: the
     logits at position ``t`` depend on ``ids[:, :t+1]`` only. With ``tie_embeddings``
@@ -142,7 +142,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(config.d_model, bias=config.bias)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
-            self.lm_head.weight = self.tok_emb.weight  # one (V, d_model) matrix, used twice
+            self.lm_head.weight = self.tok_emb.weight  # one (vocab_size, d_model) matrix, used twice
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith(("attn.w_o.weight", "mlp.2.weight")):  # writes into the residual stream
@@ -156,7 +156,7 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, V)``."""
+        """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``."""
         cfg = self.config
         ensure_tensor("ids", ids)
         if ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
@@ -174,4 +174,4 @@ class GPT(nn.Module):
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
         for block in self.blocks:
             x = block(x)  # (B, T, d_model) -> (B, T, d_model)
-        return self.lm_head(self.ln_f(x))  # (B, T, d_model) @ (d_model, V) -> (B, T, V)
+        return self.lm_head(self.ln_f(x))  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)

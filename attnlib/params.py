@@ -75,8 +75,8 @@ def layernorm_params(d_model: int, bias: bool = True) -> int:
 def param_breakdown(config: GPTConfig) -> dict[str, int]:
     """The parameters of a :class:`~attnlib.model.GPT`, part by part (all blocks together).
 
-    ``V d`` token embeddings, ``context_length d`` positions, ``n_layers`` times
-    (attention + MLP + 2 LayerNorms), a final LayerNorm, and ``V d`` for the
+    ``n_vocab d`` token embeddings (n_vocab = vocab_size), ``context_length d`` positions, ``n_layers`` times
+    (attention + MLP + 2 LayerNorms), a final LayerNorm, and ``n_vocab d`` for the
     output head only when it is not tied to the token embedding.
 
     Args:
@@ -112,8 +112,8 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
 def gpt_params(config: GPTConfig) -> int:
     """Total parameters of ``GPT(config)`` in closed form.
 
-    ``V d + C d + L (attention_params + mlp_params + 2 layernorm_params) + layernorm_params
-    (+ V d if the head is untied)``, with ``C`` the context length and ``L`` the layers.
+    ``n_vocab d + C d + L (attention_params + mlp_params + 2 layernorm_params) + layernorm_params
+    (+ n_vocab d if the head is untied)``, with ``C`` the context length and ``L`` the layers.
 
     Example:
         >>> from attnlib.model import GPT2_SMALL

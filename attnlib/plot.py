@@ -4,6 +4,7 @@
 * ``show_matrices``: several matrices side by side, e.g. ``one_hot @ table = rows``.
 * ``attention_heatmap``: attention weights with token labels on both axes.
 * ``heads_grid``: one attention heatmap per head.
+* ``overview``: the whole computation, tokens to output, with one chapter's steps highlighted.
 
 Signed matrices use a diverging colour map centred on 0 (blue < 0 < red);
 non-negative ones (one-hot rows, attention weights) a sequential one. Every
@@ -180,4 +181,79 @@ def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4,
                 continue
             _draw(ax, _as_2d("weights", weights[h]), f"{title} {h}", labels, labels,
                   annotate=False, vmin=0.0, vmax=1.0)
+        return fig
+
+
+# The steps of one multi-head self-attention layer, in order: (key, box text, chapter).
+OVERVIEW_STEPS = (
+    ("embed", "tokens → X\n(embed)", 1),
+    ("project", "Q, K, V\n= X W_Q, X W_K, X W_V", 2),
+    ("scores", "scores\nS = Q Kᵀ", 2),
+    ("scale", "scale\nS / √d_head", 3),
+    ("mask", "mask\n(-∞ where blocked)", 4),
+    ("softmax", "softmax\n(rows sum to 1)", 5),
+    ("values", "weights @ V", 5),
+    ("heads", "n_heads heads\nin parallel", 6),
+    ("concat", "concat\nthe heads", 6),
+    ("output", "@ W_O\n→ output", 6),
+)
+HIGHLIGHT = "#1f77b4"
+
+
+def overview(highlight: str | Sequence[str] = (), title: str | None = None):
+    r"""The overview figure: X → Q, K, V → scores → scale → mask → softmax → weights @ V
+    → heads → concat → W_O, as boxes and arrows, with ``highlight`` in colour.
+
+    Args:
+        highlight: a step's key or a list of keys from ``OVERVIEW_STEPS``
+            (``"embed"``, ``"project"``, ``"scores"``, ``"scale"``, ``"mask"``,
+            ``"softmax"``, ``"values"``, ``"heads"``, ``"concat"``, ``"output"``);
+            ``"all"`` highlights every step.
+        title: the figure's title (default: none).
+
+    The steps from ``project`` to ``values`` are one head; the dashed frame around
+    them says that ``n_heads`` of them run side by side. Returns the Figure.
+
+    >>> fig = overview("mask")
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_fontweight() == "bold"]
+    ['mask\n(-∞ where blocked)']
+    """
+    keys = [k for k, _, _ in OVERVIEW_STEPS]
+    chosen = keys if highlight == "all" else [highlight] if isinstance(highlight, str) else list(highlight)
+    unknown = [k for k in chosen if k not in keys]
+    if unknown:
+        raise fail("highlight", f'"all" or step keys from {keys}', f"{unknown}")
+    from matplotlib.patches import FancyBboxPatch
+
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(9.6, 3.4), layout="constrained")
+        ax.set_xlim(0, 6)
+        ax.set_ylim(0, 2.3)
+        ax.axis("off")
+        # a snake: the first five steps left to right, the last five right to left below
+        pos = [(0.6 + 1.2 * i, 1.7) for i in range(5)] + [(0.6 + 1.2 * (4 - i), 0.55) for i in range(5)]
+        w, h = 1.0, 0.56
+        for (key, text, chapter), (x, y) in zip(OVERVIEW_STEPS, pos):
+            on = key in chosen
+            ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                        facecolor=HIGHLIGHT if on else "#f2f2f2",
+                                        edgecolor=HIGHLIGHT if on else "#9e9e9e", linewidth=1.2))
+            ax.text(x, y, text, ha="center", va="center", fontsize=8.5,
+                    color="white" if on else "black", fontweight="bold" if on else "normal")
+            ax.text(x + w / 2 - 0.04, y + h / 2 - 0.03, f"ch. {chapter}", ha="right", va="top",
+                    fontsize=6.5, color="white" if on else "#757575")
+        for (x0, y0), (x1, y1) in zip(pos, pos[1:]):
+            if y0 == y1:
+                start, end = (x0 + np.sign(x1 - x0) * w / 2, y0), (x1 - np.sign(x1 - x0) * w / 2, y1)
+            else:
+                start, end = (x0, y0 - h / 2), (x1, y1 + h / 2)
+            ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="#424242", lw=1.2))
+        # one head: project .. values, an L-shaped dashed frame over both rows
+        from matplotlib.patches import Polygon
+        frame = [(1.22, 2.04), (5.98, 2.04), (5.98, 0.2), (3.62, 0.2), (3.62, 1.12), (1.22, 1.12)]
+        ax.add_patch(Polygon(frame, closed=True, fill=False, linestyle="--", edgecolor="#757575", linewidth=1.0))
+        ax.text(1.3, 1.26, "one head (n_heads of them side by side)", ha="left", va="center", fontsize=8,
+                color="#616161", style="italic")
+        if title:
+            ax.set_title(title)
         return fig

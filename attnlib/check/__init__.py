@@ -1,0 +1,33 @@
+"""Checkers for the coding exercises: instant, specific feedback.
+
+Each coding exercise in a chapter ends with a call such as
+``check.one_hot_rows(one_hot_rows)``. The checker runs the student's function
+on random and edge cases (empty and size-1 axes, large values, ...) and compares
+the results with attnlib's reference. It prints one line when every case passes,
+or raises an ``AssertionError`` whose message gives the failing case, its input,
+what was expected, what came back and a hint.
+
+A checker is a :class:`Check`: its cases, the reference, a hint. They are
+registered in ``CHECKS`` under the exercise's label (``ch01-one-hot``), with the
+name of the function it checks, so that ``python -m attnlib.homework grade``
+can grade a notebook whatever its check cells say: it runs the student's
+function on the cases in the notebook's kernel and compares the results here.
+
+Writing a checker for a new exercise::
+
+    # in attnlib/check/chNN.py, the chapter's module
+    my_function = _register(Check(
+        exercise="ch02-...", function="my_function",
+        cases=_my_cases,             # () -> [(label, args), ...], seeded
+        reference=attnlib_function,  # same signature as the student's function
+        hint="what to look at when the values are wrong",
+        covers="the edge cases it tries, for the success line"))
+"""
+from ._core import CHECKS, Cases, Check, _register, compare  # noqa: F401
+from .ch01 import one_hot_rows, mean_embedding  # noqa: F401
+from .ch02 import scores  # noqa: F401
+from .ch03 import scaled_scores, unit_variance_scale  # noqa: F401
+from .ch04 import causal_attention_weights, combine_masks  # noqa: F401
+from .ch05 import stable_softmax, attend  # noqa: F401
+from .ch06 import split_heads_by_hand, merge_heads_by_hand  # noqa: F401
+from .ch07 import block_params  # noqa: F401

@@ -1,0 +1,57 @@
+"""Checkers for chapter 1's coding exercises."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..embedding import embed
+from ..embedding import one_hot
+from ._core import Cases, Check, _register
+
+def _one_hot_cases() -> Cases:
+    g = torch.Generator().manual_seed(1)
+    cases = [
+        ("the sentence of chapter 1", (torch.tensor([0, 1, 2, 3, 4, 5]), 6)),
+        ("repeated ids, id V-1 included", (torch.tensor([3, 3, 0, 9]), 10)),
+        ("a single token", (torch.tensor([0]), 1)),
+        ("no tokens at all (T = 0)", (torch.zeros(0, dtype=torch.long), 5)),
+        ("a batch (B, T) = (2, 3)", (torch.tensor([[1, 0, 2], [2, 2, 1]]), 3)),
+    ]
+    for i in range(5):
+        V = int(torch.randint(1, 50, (1,), generator=g))
+        shape = tuple(int(s) for s in torch.randint(1, 6, (1 + i % 2,), generator=g))
+        cases.append((f"random ids, shape {shape}, V={V}", (torch.randint(0, V, shape, generator=g), V)))
+    return cases
+
+
+one_hot_rows = _register(Check(
+    exercise="ch01-one-hot", function="one_hot_rows", cases=_one_hot_cases, reference=one_hot,
+    hint="row i has a single 1, in column ids[i]; the result has one more axis, of size V",
+    covers="shapes (T,) and (B, T), T = 0, V = 1"))
+
+
+def _mean_embedding_cases() -> Cases:
+    g = torch.Generator().manual_seed(2)
+    cases = [
+        ("one token", (torch.tensor([2]), torch.arange(8.0).reshape(4, 2))),
+        ("a token repeated", (torch.tensor([1, 1, 3]), torch.arange(8.0).reshape(4, 2))),
+        ("large values", (torch.tensor([0, 1]), torch.tensor([[1e6, -1e6], [1e6, 3e6]]))),
+    ]
+    for _ in range(5):
+        V, d, T = (int(s) for s in torch.randint(1, 20, (3,), generator=g))
+        cases.append((f"random, T={T}, V={V}, d={d}",
+                      (torch.randint(0, V, (T,), generator=g), torch.randn(V, d, generator=g))))
+    return cases
+
+
+def _mean_embedding(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    return embed(ids, table).mean(dim=0)  # (T, d_model) -> (d_model,)
+
+
+mean_embedding = _register(Check(
+    exercise="ch01-mean-embedding", function="mean_embedding", cases=_mean_embedding_cases,
+    reference=_mean_embedding, atol=1e-4,
+    hint="average the rows table[ids]; written as a product it is (counts / T) @ table",
+    covers="repeated tokens, T = 1, large values"))
+

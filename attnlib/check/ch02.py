@@ -1,0 +1,52 @@
+"""Checkers for chapter 2's coding exercises."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..scores import qk_scores
+from ._core import Cases, Check, _register
+
+def _scores_cases() -> Cases:
+    g = torch.Generator().manual_seed(3)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    def randint(bound, *shape):  # whole numbers in [-bound, bound], as floats
+        return torch.randint(-bound, bound + 1, shape, generator=g).float()
+
+    x_ill = torch.tensor([[1.0, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]])       # Illustrated: Self-Attention
+    w_query = torch.tensor([[1.0, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]])
+    w_key = torch.tensor([[0.0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]])
+    cases = [
+        ("the worked example of Illustrated: Self-Attention", (x_ill, w_query, w_key)),
+        ("W_Q != W_K: S is not symmetric, so Q K^T and K Q^T differ", (randn(3, 4), randn(4, 2), randn(4, 2))),
+        ("a single token (T = 1)", (randn(1, 4), randn(4, 3), randn(4, 3))),
+        ("d_k = 1", (randn(5, 3), randn(3, 1), randn(3, 1))),
+        ("d_k > d_model", (randn(4, 2), randn(2, 5), randn(2, 5))),
+        ("a batch (B, T, d_model) = (2, 3, 4)", (randn(2, 3, 4), randn(4, 3), randn(4, 3))),
+        ("two batch axes (2, 3, 5, 4)", (randn(2, 3, 5, 4), randn(4, 2), randn(4, 2))),
+        # whole numbers stay exact in float32 in any summation order (all sums < 2**24)
+        ("large values (whole numbers up to 50)", (randint(50, 4, 3), randint(10, 3, 2), randint(10, 3, 2))),
+    ]
+    for i in range(5):
+        T, d_model, d_k = (int(s) for s in torch.randint(1, 9, (3,), generator=g))
+        batch = (int(torch.randint(1, 4, (1,), generator=g)),) if i % 2 else ()
+        cases.append((f"random, x of shape {batch + (T, d_model)}, d_k={d_k}",
+                      (randn(*batch, T, d_model), randn(d_model, d_k), randn(d_model, d_k))))
+    return cases
+
+
+def _scores(x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor) -> torch.Tensor:
+    return qk_scores(x @ w_q, x @ w_k, scale=1.0)  # (..., T, d_k) @ (..., d_k, T) -> (..., T, T)
+
+
+scores = _register(Check(
+    exercise="ch02-scores", function="scores", cases=_scores_cases, reference=_scores,
+    atol=1e-4, rtol=1e-4,
+    hint="Q = x @ w_q and K = x @ w_k are (..., T, d_k); S = Q @ K.transpose(-2, -1) (not K.T, which "
+         "reverses every axis of a batch); row i is query i; no 1/sqrt(d_k) in this exercise",
+    covers="the worked example, T = 1, d_k = 1, d_k > d_model, batch axes, large values"))
+

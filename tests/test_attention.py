@@ -167,3 +167,46 @@ def test_attention_bad_input():
         attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool), is_causal=True)
     with raises("is_causal:", "True or False", "int 1"):
         attention(q, k, v, is_causal=1)
+
+
+def _fully_masked_case(device):
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(2, 3, 4, 8, generator=g).to(device) for _ in range(3))   # (B, n_heads, T, d_head)
+    mask = torch.ones(4, 4, dtype=torch.bool).tril().to(device)
+    mask[0] = False                                                                    # query 0 may see no key
+    return q, k, v, mask
+
+
+def _sdpa_backends(device):
+    from torch.nn.attention import SDPBackend
+    names = ["MATH"] + (["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"] if device == "cuda" else [])
+    return [getattr(SDPBackend, n) for n in names if hasattr(SDPBackend, n)]
+
+
+def _assert_fully_masked_rows_are_zero(device):
+    """What the chapters state: SDPA returns zeros (not NaN) for a query whose keys are all masked,
+    on this torch version, with the default dispatch and with each backend that accepts a mask."""
+    from torch.nn.attention import sdpa_kernel
+    q, k, v, mask = _fully_masked_case(device)
+    outs = {"default": F.scaled_dot_product_attention(q, k, v, attn_mask=mask)}
+    for backend in _sdpa_backends(device):
+        try:
+            with sdpa_kernel(backend):
+                outs[backend.name] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        except RuntimeError:          # this backend does not take a boolean mask on this device
+            continue
+    ours, _ = attention(q, k, v, attn_mask=mask)
+    for name, out in outs.items():
+        assert not out.isnan().any(), f"SDPA ({name}, torch {torch.__version__}, {device}) returned NaN"
+        assert torch.equal(out[:, :, 0], torch.zeros_like(out[:, :, 0])), f"{name}: fully masked row is not zero"
+        torch.testing.assert_close(out, ours)
+
+
+def test_sdpa_fully_masked_row_is_zero_on_cpu():
+    assert torch.__version__.startswith("2.13.0"), "the chapters state this for torch 2.13.0: re-check on upgrade"
+    _assert_fully_masked_rows_are_zero("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sdpa_fully_masked_row_is_zero_on_cuda():
+    _assert_fully_masked_rows_are_zero("cuda")

@@ -4,14 +4,14 @@ Each head attends in its own ``d_head = d_model / n_heads`` dimensional
 subspace; the heads' outputs are concatenated and mixed by ``W_O``
 (Vaswani et al. 2017, section 3.2.2):
 
-    Q = X W_Q,  K = C W_K,  V = C W_V               # (T, d_model) @ (d_model, d_model)
+    Q = X W_Q,  K = Y W_K,  V = Y W_V               # (T, d_model) @ (d_model, d_model)
     head_h = attention(Q_h, K_h, V_h)               # Q_h: columns h*d_head .. (h+1)*d_head of Q
-    MultiHead(X, C) = concat(head_1, ..., head_H) W_O
+    MultiHead(X, Y) = concat(head_0, ..., head_{n_heads-1}) W_O
 
-``C = X`` for self-attention; for cross-attention the keys and values come
-from another sequence ``C`` (the context). Splitting into heads is only a
-reshape: one ``(d_model, d_model)`` matrix holds all the heads' ``W_Q^h``
-side by side, so ``H`` heads cost as many parameters as one big head.
+``Y = X`` for self-attention; for cross-attention the keys and values come
+from another sequence ``Y`` (the ``context`` argument). Splitting into heads is
+only a reshape: one ``(d_model, d_model)`` matrix holds all the heads' ``W_Q^h``
+side by side, so ``n_heads`` heads cost as many parameters as one big head.
 """
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ def _check_divisible(d_model: int, n_heads: int) -> None:
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Split the last dimension into heads: ``(B, T, d_model) -> (B, n_heads, T, d_head)``.
 
-    ``split_heads(x, H)[b, h, t, i] = x[b, t, h * d_head + i]`` with ``d_head = d_model / H``:
+    ``split_heads(x, n_heads)[b, h, t, i] = x[b, t, h * d_head + i]`` with ``d_head = d_model / n_heads``:
     head ``h`` gets the ``h``-th block of ``d_head`` columns.
 
     Args:
         x: tensor of shape ``(B, T, d_model)``, ``d_model`` a multiple of ``n_heads``.
-        n_heads: number of heads ``H``.
+        n_heads: number of heads.
 
     Returns:
         Tensor of shape ``(B, n_heads, T, d_head)`` (a view of ``x`` when possible).
@@ -83,9 +83,9 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     ensure_tensor("x", x)
     if x.dim() != 4:
         raise fail("x", "a 4-D tensor of shape (B, n_heads, T, d_head)", describe(x))
-    B, H, T, d_head = x.shape
+    B, n_heads, T, d_head = x.shape
     x = x.transpose(1, 2)  # (B, n_heads, T, d_head) -> (B, T, n_heads, d_head)
-    return x.reshape(B, T, H * d_head)  # (B, T, n_heads, d_head) -> (B, T, d_model)
+    return x.reshape(B, T, n_heads * d_head)  # (B, T, n_heads, d_head) -> (B, T, d_model)
 
 
 class MultiHeadAttention(nn.Module):

@@ -13,7 +13,8 @@ mathematically (the factor ``exp(-max)`` cancels) and keeps every exponent
 Masked scores are ``-inf`` and get weight ``exp(-inf) = 0``. A row in which
 every score is masked has no valid key at all; this softmax returns zeros
 for it (``torch.softmax`` returns ``nan``), which is also what
-``F.scaled_dot_product_attention`` does.
+``F.scaled_dot_product_attention`` does in torch 2.13.0 on the CPU (math and
+default backends, tested in tests/test_attention.py; older releases gave ``nan``).
 """
 from __future__ import annotations
 

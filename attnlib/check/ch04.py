@@ -1,49 +1,62 @@
 """Checkers for chapter 4's coding exercises."""
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ..attention import attention_weights
 from ..masks import causal_mask
 from ..masks import padding_mask
 from ._core import Cases, Check, _register
 
-def _causal_weights_cases() -> Cases:
-    g = torch.Generator().manual_seed(4)
-    eye2 = torch.eye(2)
+
+def _window(T: int, width: int) -> torch.Tensor:
+    """Sliding-window causal mask: query i may attend to keys i - width + 1 .. i. (T, T) bool."""
+    i = torch.arange(T)[:, None]  # (T, 1)
+    j = torch.arange(T)[None, :]  # (1, T)
+    return (j <= i) & (j > i - width)  # (T, T)
+
+
+def _reach_cases() -> Cases:
+    # every mask keeps its diagonal (each token may attend to itself), as the exercise says: then
+    # a query's own token is also one of its keys, and the mask alone says what an output reads
+    g = torch.Generator().manual_seed(40)
+    # the small cases come first: a message shows a tensor in full up to 24 entries (T = 4)
+    both_sides = _window(4, 2) | _window(4, 2).T  # (4, 4): i - 1 <= j <= i + 1, an encoder's local window
     cases = [
-        ("T = 2, q = k = identity: token 0 sees only itself", (eye2, eye2)),
-        ("a single token (T = 1)", (torch.randn(1, 3, generator=g), torch.randn(1, 3, generator=g))),
-        ("negative scores, so a masked score of 0 would beat them",
-         (torch.tensor([[1.0], [2.0], [3.0]]), torch.tensor([[-1.0], [-2.0], [-3.0]]))),
-        ("batch dims (B, n_heads, T, d_k) = (2, 3, 4, 5)",
-         (torch.randn(2, 3, 4, 5, generator=g), torch.randn(2, 3, 4, 5, generator=g))),
-        ("large values (scores in the thousands)",
-         (100 * torch.randn(3, 2, generator=g), 100 * torch.randn(3, 2, generator=g))),
+        ("the causal mask, T = 4, one layer", (causal_mask(4), 1)),
+        ("the causal mask, T = 6, three layers", (causal_mask(6), 3)),
+        ("a sliding window of width 2, T = 4, two layers", (_window(4, 2), 2)),
+        ("a sliding window of width 2, T = 6, three layers", (_window(6, 2), 3)),
+        ("a sliding window of width 3, T = 9, two layers", (_window(9, 3), 2)),
+        ("a window on both sides (i - 1 <= j <= i + 1), T = 4, two layers", (both_sides, 2)),
+        ("no mask at all (every entry True), T = 4, two layers", (torch.ones(4, 4, dtype=torch.bool), 2)),
+        ("one token (T = 1), four layers", (causal_mask(1), 4)),
     ]
-    for i in range(5):
-        T, d = (int(s) for s in torch.randint(1, 9, (2,), generator=g))
-        batch = tuple(int(s) for s in torch.randint(1, 4, (i % 3,), generator=g))
-        shape = batch + (T, d)
-        cases.append((f"random, shape {shape}",
-                      (torch.randn(shape, generator=g), torch.randn(shape, generator=g))))
+    for layers in (2, 3):  # neither triangular nor symmetric: row i is the query, column j the key
+        T = 7
+        m = (torch.rand(T, T, generator=g) < 0.2) | torch.eye(T, dtype=torch.bool)  # (T, T), diagonal kept
+        cases.append((f"a random mask with its diagonal, T = {T}, {layers} layers", (m, layers)))
     return cases
 
 
-def _causal_attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return attention_weights(q, k, is_causal=True)  # (..., T, T)
+def _reach(mask: torch.Tensor, n_layers: int) -> torch.Tensor:
+    # output i of the last layer depends on input j when a chain i -> k_1 -> ... -> j of
+    # n_layers allowed entries connects them: the n_layers-th boolean power of the mask
+    step = mask.to(torch.int64)  # (T, T), 1 = may attend
+    paths = step
+    for _ in range(n_layers - 1):
+        paths = (step @ paths).clamp(max=1)  # (T, T) @ (T, T) -> (T, T); clamp keeps the counts 0 or 1
+    return paths.bool()  # (T, T)
 
 
-causal_attention_weights = _register(Check(
-    exercise="ch04-causal-weights", function="causal_attention_weights",
-    cases=_causal_weights_cases, reference=_causal_attention_weights, atol=1e-5,
-    hint="token i attends to keys 0..i, itself included: keep the diagonal (torch.ones(T, T).tril(), "
-         "not tril(-1) or triu()); set the blocked scores to -inf (not 0) before the softmax; "
-         "divide by sqrt(d_k); softmax over the last dimension with torch.softmax (a hand-written "
-         "exp overflows on large scores unless you subtract the row maximum first)",
-    covers="T = 1, batch dims, scores that are negative or in the thousands"))
+reach = _register(Check(
+    exercise="ch04-reach", function="reach",
+    cases=_reach_cases, reference=_reach,
+    hint="output i of the last layer depends on input j when a chain of n_layers allowed entries "
+         "mask[i, k_1], mask[k_1, k_2], ..., mask[k_(n_layers-1), j] joins them: the n_layers-th power of "
+         "the mask in 0/1 arithmetic (multiply float or int copies, then > 0). Row i is the query, column j "
+         "the key (do not transpose: mask[i, j] says that query i reads key j), one layer gives the mask "
+         "itself, and each extra layer is one more product. Return a bool tensor of shape (T, T)",
+    covers="one layer, deep causal stacks, sliding windows, a two-sided window, T = 1, random masks"))
 
 
 def _combine_masks_cases() -> Cases:
@@ -72,4 +85,3 @@ combine_masks = _register(Check(
     hint="mask[b, 0, i, j] is True (may attend) when j <= i AND j < lengths[b]; return a bool tensor "
          "of shape (B, 1, T, T), True = may attend (not nn.MultiheadAttention's True = blocked)",
     covers="T = 1, a sequence of length 0, no padding"))
-

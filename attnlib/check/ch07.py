@@ -1,43 +1,52 @@
 """Checkers for chapter 7's coding exercises."""
 from __future__ import annotations
 
-import math
-
 import torch
+from torch import nn
 
-from ..model import GPTConfig
-from ..model import TransformerBlock
 from ..params import count_params
 from ._core import Cases, Check, _register
 
-def _block_params_cases() -> Cases:
+
+def _attention_params_heads_cases() -> Cases:
     g = torch.Generator().manual_seed(7)
     cases = [
-        ("GPT-2 small: d_model=768, d_ff=3072", (768, 3072)),
-        ("the smallest block: d_model=1, d_ff=1", (1, 1)),
-        ("a one-unit MLP: d_model=64, d_ff=1", (64, 1)),
-        ("d_ff < d_model: d_model=512, d_ff=128", (512, 128)),
-        ("d_ff != 4 d_model: d_model=4096, d_ff=11008", (4096, 11008)),
-        ("GPT-3 175B: d_model=12288, d_ff=49152", (12288, 49152)),
+        ("GPT-2 small: 12 heads of 64, n_heads * d_head = d_model = 768", (768, 12, 64)),
+        ("one head as wide as the model", (768, 1, 768)),
+        ("64 heads of 12 (n_heads * d_head = d_model)", (768, 64, 12)),
+        ("GPT-3 XL as Table 2.1 prints it: 24 heads of 128 on d_model = 2048", (2048, 24, 128)),
+        ("heads narrower in total than the model: d_model = 512, 4 heads of 64", (512, 4, 64)),
+        ("heads of width 1", (16, 4, 1)),
+        ("the smallest layer: d_model = n_heads = d_head = 1", (1, 1, 1)),
+        ("GPT-3 175B: 96 heads of 128 on d_model = 12288", (12288, 96, 128)),
     ]
     for _ in range(5):
         d_model = int(torch.randint(1, 2049, (1,), generator=g))
-        d_ff = int(torch.randint(1, 8193, (1,), generator=g))
-        cases.append((f"random, d_model={d_model}, d_ff={d_ff}", (d_model, d_ff)))
+        n_heads = int(torch.randint(1, 65, (1,), generator=g))
+        d_head = int(torch.randint(1, 257, (1,), generator=g))
+        cases.append((f"random, d_model={d_model}, n_heads={n_heads}, d_head={d_head}", (d_model, n_heads, d_head)))
     return cases
 
 
-def _block_params(d_model: int, d_ff: int) -> int:
-    """Parameters of one GPT-2 block, counted by walking a TransformerBlock built on the meta device."""
-    config = GPTConfig(vocab_size=1, context_length=1, d_model=d_model, n_layers=1, n_heads=1, d_ff=d_ff)
+def _attention_params_heads(d_model: int, n_heads: int, d_head: int) -> int:
+    """Parameters of an attention layer whose heads are n_heads * d_head wide in total, counted by
+    walking four nn.Linear layers built on the meta device (the layer's shapes, not a formula)."""
+    inner = n_heads * d_head
     with torch.device("meta"):  # shapes only, no memory: fast even for d_model = 12288
-        return count_params(TransformerBlock(config))
+        layer = nn.ModuleDict({
+            "w_q": nn.Linear(d_model, inner),   # (d_model, n_heads * d_head) and a bias
+            "w_k": nn.Linear(d_model, inner),
+            "w_v": nn.Linear(d_model, inner),
+            "w_o": nn.Linear(inner, d_model),   # (n_heads * d_head, d_model) and a bias of d_model
+        })
+    return count_params(layer)
 
 
-block_params = _register(Check(
-    exercise="ch07-block-params", function="block_params", cases=_block_params_cases,
-    reference=_block_params,
-    hint="one block = attention 4 d^2 + 4 d (W_Q, W_K, W_V, W_O and their biases, whatever the number "
-         "of heads) + MLP d*d_ff + d_ff + d_ff*d + d (two weight matrices, two biases) "
-         "+ two LayerNorms of 2 d each (scale and shift)",
-    covers="d_model = 1, d_ff = 1, d_ff != 4 d_model, GPT-3's d_model = 12288"))
+attention_params_heads = _register(Check(
+    exercise="ch07-head-width", function="attention_params_heads", cases=_attention_params_heads_cases,
+    reference=_attention_params_heads,
+    hint="the heads together are n_heads * d_head columns wide: W_Q, W_K and W_V are each "
+         "(d_model, n_heads * d_head) with a bias of n_heads * d_head; W_O maps them back, "
+         "(n_heads * d_head, d_model), with a bias of d_model. When n_heads * d_head = d_model "
+         "this is 4 d^2 + 4 d",
+    covers="n_heads * d_head equal to, above and below d_model, d_head = 1, one head, GPT-3's widths"))

@@ -18,7 +18,8 @@ def _scaled_scores_cases() -> Cases:
         ("a batch (B, T_q, d_k) = (2, 3, 4) with T_k = 6", (torch.randn(2, 3, 4, generator=g), torch.randn(2, 6, 4, generator=g))),
         ("GPT-2 heads (B, n_heads, T, d_k) = (1, 12, 5, 64)", (torch.randn(1, 12, 5, 64, generator=g), torch.randn(1, 12, 5, 64, generator=g))),
         ("large values (1e3)", (1e3 * torch.randn(4, 8, generator=g), 1e3 * torch.randn(3, 8, generator=g))),
-        ("float64 inputs", (torch.randn(2, 5, dtype=torch.float64, generator=g), torch.randn(4, 5, dtype=torch.float64, generator=g))),
+        ("float64 inputs: the result stays float64", (torch.randn(2, 5, dtype=torch.float64, generator=g),
+                                                       torch.randn(4, 5, dtype=torch.float64, generator=g))),
     ]
     for i in range(5):
         T_q, T_k, d_k = (int(s) for s in torch.randint(1, 9, (3,), generator=g))
@@ -32,8 +33,9 @@ scaled_scores = _register(Check(
     exercise="ch03-scaled-scores", function="scaled_scores", cases=_scaled_scores_cases,
     reference=qk_scores,
     hint="q @ k.transpose(-2, -1) (swap only the last two axes), divided by the square root "
-         "of d_k = q.shape[-1], the length of each vector (not by d_k, not by T_q or T_k)",
-    covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64"))
+         "of d_k = q.shape[-1], the length of each vector (not by d_k, not by T_q or T_k); "
+         "divide by a Python float (math.sqrt) and do not cast, so the result keeps the inputs' dtype",
+    covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64 kept as float64"))
 
 
 def _unit_variance_scale_cases() -> Cases:

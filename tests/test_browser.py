@@ -156,8 +156,13 @@ def test_solutions_are_closed_dropdowns_that_open(browser, site, chapter):
     from selenium.webdriver.support.ui import WebDriverWait
 
     _open(browser, f"{site}/notebooks/{chapter}.html")
+    try:  # on a loaded machine the previous page's clicks can still be settling: wait for this page
+        WebDriverWait(browser, 20).until(
+            lambda d: chapter in d.current_url and d.find_elements(By.CSS_SELECTOR, "div.solution.dropdown"))
+    except Exception:
+        pass
     solutions = browser.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
-    assert solutions, "no solution dropdowns on the page"
+    assert solutions, f"no solution dropdowns on the page ({browser.current_url})"
     coded = [s for s in solutions if s.find_elements(By.CSS_SELECTOR, "div.cell_input")]
     assert coded, "no solution shows code"
     for solution in coded:

@@ -55,7 +55,7 @@ def test_bad_ids(ids, match):
 
 
 def test_bad_table_and_vocab_size():
-    with pytest.raises(AttnlibError, match=r"table: expected a 2-D tensor of shape \(V, d_model\), received .*\(5,\)"):
+    with pytest.raises(AttnlibError, match=r"table: expected a 2-D tensor of shape \(vocab_size, d_model\), received .*\(5,\)"):
         embed(torch.tensor([0]), torch.zeros(5))
     with pytest.raises(AttnlibError, match=r"table: expected a floating-point tensor, received .*torch.int64"):
         embed(torch.tensor([0]), torch.zeros(5, 2, dtype=torch.long))

@@ -47,13 +47,3 @@ def test_a_one_hot_that_is_not_floating_point_fails(dtype):
 
     with pytest.raises(AssertionError, match=r"expected a floating-point tensor"):
         check.one_hot_rows(not_float)
-
-
-def test_a_one_hot_that_only_works_for_one_dimension_fails():
-    def only_1d(ids, vocab_size):
-        out = torch.zeros(len(ids), vocab_size)
-        out[torch.arange(len(ids)), ids] = 1.0
-        return out
-
-    with pytest.raises(AssertionError, match=r"(?s)case: a batch \(B, T\)"):
-        check.one_hot_rows(only_1d)

@@ -1,10 +1,9 @@
 """Checkers for chapter 2's coding exercises."""
 from __future__ import annotations
 
-import math
-
 import torch
 
+from ..examples import illustrated
 from ..scores import qk_scores
 from ._core import Cases, Check, _register
 
@@ -17,11 +16,9 @@ def _scores_cases() -> Cases:
     def randint(bound, *shape):  # whole numbers in [-bound, bound], as floats
         return torch.randint(-bound, bound + 1, shape, generator=g).float()
 
-    x_ill = torch.tensor([[1.0, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]])       # Illustrated: Self-Attention
-    w_query = torch.tensor([[1.0, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]])
-    w_key = torch.tensor([[0.0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]])
+    ex = illustrated()                       # [E]'s inputs and weights, from attnlib.examples
     cases = [
-        ("the worked example of Illustrated: Self-Attention", (x_ill, w_query, w_key)),
+        ("the worked example of Illustrated: Self-Attention", (ex["X"], ex["W_Q"], ex["W_K"])),
         ("W_Q != W_K: S is not symmetric, so Q K^T and K Q^T differ", (randn(3, 4), randn(4, 2), randn(4, 2))),
         ("a single token (T = 1)", (randn(1, 4), randn(4, 3), randn(4, 3))),
         ("d_k = 1", (randn(5, 3), randn(3, 1), randn(3, 1))),

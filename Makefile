@@ -11,7 +11,7 @@ help:
 	@echo "make book       build the book into _build/html (open _build/html/index.html)"
 	@echo "make test       run the whole test suite (unit, doctests, nbval strict, book build)"
 	@echo "make lab        open the notebooks in JupyterLab"
-	@echo "make benchmark  time attnlib against PyTorch on the CPU"
+	@echo "make benchmark  run every benchmark in benchmarks/ (timings and memory, not tests)"
 	@echo "make clean      remove .venv/ and _build/"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -30,7 +30,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 benchmark: $(STAMP)
-	$(BIN)/python benchmarks/bench_attention.py
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) _build

@@ -23,8 +23,23 @@ Chapter                         Module          Functions
                                                 ``attention_params``, ``mlp_params``,
                                                 ``layernorm_params``, ``param_breakdown``,
                                                 ``gpt_params``, ``count_params``
+8 Self- and cross-attention     ``multihead``   ``MultiHeadAttention(x, context=...)``, ``padding_mask``;
+                                ``model``       ``TransformerBlock`` (pre-norm)
+9 Order and position            ``positions``   ``sinusoidal_positions``, ``apply_rope`` (RoPE);
+                                ``model``       ``GPT.pos_emb`` (learned positions)
+10 Watching attention learn     ``train``,      ``reverse_batch``, ``next_token_loss``, ``train``;
+                                ``model``       ``GPT.forward(ids, return_weights=True)``
+11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``;
+                                                measured with ``peak_memory`` (module ``tiled``)
+12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
+                                ``multihead``,  ``KVCache``, ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
+                                ``masks``,      ``causal_mask(..., align="bottom_right")``;
+                                ``params``      ``kv_cache_bytes``
+13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``,
+                                                ``peak_memory`` (measured, CPU or CUDA)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
-                                                ``attention_heatmap``, ``heads_grid``, ``overview``
+                                                ``attention_heatmap``, ``heads_grid``, ``overview``,
+                                                ``loss_curve``, ``scaling``
 shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
 homework                        ``homework``    ``python -m attnlib.homework release|grade``
@@ -37,6 +52,7 @@ The API, with shapes::
     qk_scores(q (..., T_q, d_k), k (..., T_k, d_k), scale=None) -> (..., T_q, T_k)
                                               # scale=None: 1/sqrt(d_k); scale=1.0: raw dot products
     causal_mask(T_q, T_k=None, device=None) -> bool (T_q, T_k)      # lower triangle, diagonal kept
+    causal_mask(T_q, T_k, align="bottom_right")    # j <= i + T_k - T_q: T_q new tokens after cached ones
     padding_mask(lengths (B,), T) -> bool (B, 1, 1, T)              # True on real tokens
     float_mask(mask bool, dtype=torch.float32) -> 0 where True, -inf where False  # additive form
     softmax(x, dim=-1)                       # stable; -inf -> 0; a row of all -inf -> zeros
@@ -48,13 +64,41 @@ The API, with shapes::
         .forward(x (B, T, d_model), context=None, attn_mask=None, is_causal=False, need_weights=True)
             -> (out (B, T, d_model), weights (B, n_heads, T, T_ctx) or None)
         .from_torch(m: nn.MultiheadAttention)                       # same weights, same outputs
+    MultiHeadAttention(d_model, n_heads, n_kv_heads=4)    # grouped-query: w_k, w_v (d_model -> 4 d_head)
+        .forward(x (B, T, d_model), is_causal=True, kv_cache=KVCache())  # appends k, v; attends to all
+    KVCache(): .update(k_new, v_new (B, n_kv_heads, T_new, d_head)) -> (k, v) (B, n_kv_heads, T, d_head)
+    repeat_kv(k (B, n_kv_heads, T, d_head), n_heads) -> (B, n_heads, T, d_head)   # head h: k[:, h // g]
     GPTConfig(vocab_size, context_length, d_model, n_layers, n_heads, d_ff=None, bias=True,
-              tie_embeddings=True); GPT2_SMALL, GPT2_MEDIUM, GPT2_LARGE, GPT2_XL, GPT3_175B
+              tie_embeddings=True, n_kv_heads=None); GPT2_SMALL, GPT2_MEDIUM, GPT2_LARGE, GPT2_XL, GPT3_175B
     TransformerBlock(config), GPT(config)    # GPT-2 (pre-norm); GPT.forward(ids (B, T)) -> (B, T, vocab_size)
+        GPT.forward(ids, return_weights=True) -> (logits, [weights (B, n_heads, T, T), one per layer])
+        GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
+        GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
     attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
     mlp_params(d_model, d_ff, bias=True), layernorm_params(d_model, bias=True) -> int
     param_breakdown(config) -> dict; gpt_params(config) -> int      # closed form
     count_params(module) -> int                                     # each distinct parameter once
+    attention_params(d_model, bias=True, n_heads=None, n_kv_heads=None)  # 2 d^2 + 2 d d_kv (+ biases)
+    kv_cache_bytes(config, T=None, B=1, dtype=float32) -> int   # 2 n_layers B n_kv_heads T d_head bytes
+    sinusoidal_positions(T, d_model) -> (T, d_model)   # PE[p, 2i] = sin(p / 10000^(2i/d_model)), 2i+1: cos
+    apply_rope(x (..., T, d_head), positions (T,) = None, base=10000.0) -> x's shape
+                                  # pair (2i, 2i+1) at position m rotated by m base^(-2i/d_head)
+    reverse_batch(batch_size, length, vocab_size, generator=None)   # digits | digits reversed
+        -> (ids, targets, mask), each (B, 2 length + 1); targets = ids shifted left, -100 at the end
+    next_token_loss(logits (B, T, vocab_size), targets (B, T), mask (B, T) bool = None) -> ()
+                                              # cross-entropy averaged over the positions in mask
+    train(model, make_batch, steps, lr=1e-3, weight_decay=0.0, progress=False) -> [loss per step]
+                                              # AdamW; make_batch() -> (ids, targets, mask)
+    attention_flops(T_q, d_model, n_heads, B=1, T_k=None) -> {term: FLOPs}   # matrix products,
+                                  # multiply-add = 2; total 8 B T d^2 + 4 B T^2 d in self-attention
+    attention_memory(T_q, d_model, n_heads, B=1, T_k=None, dtype=float32) -> {tensor: bytes}
+                                  # weights: B n_heads T_q T_k numbers; q, k, v, out: B T d each
+    loglog_slope(xs, ys) -> p                 # y ≈ c x^p: least-squares slope of log y on log x
+    tiled_attention(q, k, v, block_size=256, is_causal=False, scale=None) -> (..., T_q, d_v)
+                                  # = attention(...)[0], one (block, block) tile of scores at a time
+    online_softmax(x (..., n), block_size=256) -> (..., n)        # = softmax(x), running max and sum
+    tile_plan(T_q, T_k, block_size=256, is_causal=False) -> (n_q_blocks, n_k_blocks)  # 0 skip, 1, 2 masked
+    peak_memory(fn, device=None) -> (fn(), peak bytes allocated during the call)
 
 Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
 what was expected and what was received.
@@ -70,9 +114,15 @@ from .masks import causal_mask, float_mask, padding_mask
 from .softmax import softmax
 from .attention import attention, attention_weights
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .multihead import KVCache, repeat_kv
 from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
 from .params import (attention_params, count_params, gpt_params, layernorm_params, mlp_params,
                      param_breakdown)
+from .params import kv_cache_bytes
+from .positions import apply_rope, sinusoidal_positions
+from .train import next_token_loss, reverse_batch, train
+from .tiled import online_softmax, peak_memory, tile_plan, tiled_attention
+from .cost import attention_flops, attention_memory, loglog_slope
 from . import check, examples, plot
 
 __all__ = [
@@ -85,5 +135,10 @@ __all__ = [
     "GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
     "TransformerBlock", "GPT",
     "attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params", "count_params",
+    "KVCache", "repeat_kv", "kv_cache_bytes",
+    "sinusoidal_positions", "apply_rope",
+    "reverse_batch", "next_token_loss", "train",
+    "tiled_attention", "online_softmax", "tile_plan", "peak_memory",
+    "attention_flops", "attention_memory", "loglog_slope",
     "check", "examples", "plot",
 ]

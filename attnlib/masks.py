@@ -24,18 +24,29 @@ from ._validate import describe, ensure_positive_int, ensure_tensor, fail
 __all__ = ["causal_mask", "padding_mask", "float_mask"]
 
 
-def causal_mask(T_q: int, T_k: int | None = None, device=None) -> torch.Tensor:
-    """The causal mask: query ``i`` may attend to keys ``0 .. i``.
+def causal_mask(T_q: int, T_k: int | None = None, device=None, align: str = "top_left") -> torch.Tensor:
+    """The causal mask: query ``i`` may attend to keys ``0 .. i`` (shifted by ``T_k - T_q`` at the bottom right).
 
-    ``mask[i, j] = (j <= i)``: the lower triangle with the diagonal. For
-    ``T_k != T_q`` it is aligned at the top left like the ``is_causal=True`` of
-    ``F.scaled_dot_product_attention``: ``torch.ones(T_q, T_k).tril(diagonal=0)``.
+    ``align="top_left"`` (default): ``mask[i, j] = (j <= i)``, the lower triangle with the
+    diagonal, like the ``is_causal=True`` of ``F.scaled_dot_product_attention``:
+    ``torch.ones(T_q, T_k).tril(diagonal=0)``. Right for a whole sequence, ``T_q == T_k``.
+
+    ``align="bottom_right"``: ``mask[i, j] = (j <= i + T_k - T_q)``, the triangle pushed to
+    the bottom right corner: ``torch.ones(T_q, T_k).tril(diagonal=T_k - T_q)``, PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right(T_q, T_k)``. This is the mask of ``T_q``
+    **new** tokens that come after ``T_k - T_q`` cached ones (a KV cache, chapter 12): the
+    new query ``i`` is token ``T_k - T_q + i`` of the sequence, so it sees every cached key
+    and the new keys up to itself; the last query sees every key. For ``T_q == T_k`` both
+    alignments are the same mask. (For ``T_q > T_k`` the first ``T_q - T_k`` rows are all
+    False: those queries have no key to attend to.)
 
     Args:
         T_q: number of queries (rows).
         T_k: number of keys (columns); ``None`` (default) means ``T_q``.
         device: device of the mask (``None``: the default device). Pass the
             device of the scores, e.g. ``q.device``.
+        align: ``"top_left"`` (default) or ``"bottom_right"``: the corner the
+            diagonal of the triangle starts from.
 
     Returns:
         Boolean tensor of shape ``(T_q, T_k)``, True = may attend.
@@ -45,10 +56,16 @@ def causal_mask(T_q: int, T_k: int | None = None, device=None) -> torch.Tensor:
         tensor([[1, 0, 0],
                 [1, 1, 0],
                 [1, 1, 1]], dtype=torch.int32)
+        >>> causal_mask(2, 5, align="bottom_right").int()      # 2 new queries after 3 cached keys
+        tensor([[1, 1, 1, 1, 0],
+                [1, 1, 1, 1, 1]], dtype=torch.int32)
     """
     ensure_positive_int("T_q", T_q)
     T_k = T_q if T_k is None else ensure_positive_int("T_k", T_k)
-    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=0)  # (T_q, T_k)
+    if align not in ("top_left", "bottom_right"):
+        raise fail("align", '"top_left" or "bottom_right"', describe(align))
+    diagonal = 0 if align == "top_left" else T_k - T_q  # bottom right: query i is token T_k - T_q + i
+    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=diagonal)  # (T_q, T_k)
 
 
 def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:

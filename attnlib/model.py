@@ -11,17 +11,22 @@ A decoder-only transformer (Radford et al. 2019, GPT-2), pre-norm:
 The published configurations are below; build the big ones on the meta
 device (``with torch.device("meta"): GPT(GPT3_175B)``) to inspect and count
 their parameters without allocating any memory.
+
+Chapter 12: ``GPT.generate(ids, max_new_tokens)`` continues ``ids`` greedily, one token at
+a time, with a KV cache per layer (``use_cache=True``) or by running the whole sequence
+again at every step (``use_cache=False``): the same tokens. ``GPTConfig(n_kv_heads=...)``
+gives every layer grouped-query attention.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
 from ._validate import describe, ensure_positive_int, ensure_tensor, fail
-from .multihead import MultiHeadAttention, _check_divisible
+from .multihead import KVCache, MultiHeadAttention, _check_divisible, _check_kv_heads
 
 __all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
            "TransformerBlock", "GPT"]
@@ -42,6 +47,10 @@ class GPTConfig:
             unless you also pass ``d_ff=None``).
         bias: whether linear layers and LayerNorms have biases.
         tie_embeddings: whether the output head reuses the token embedding matrix.
+        n_kv_heads: key/value heads per attention layer, a divisor of ``n_heads``; ``None``
+            (default) means ``n_heads``, plain multi-head attention, and is left as None
+            (the printed config shows the field only when it is set). ``1`` is multi-query
+            attention (Shazeer 2019), in between grouped-query attention (Ainslie et al. 2023).
 
     Example:
         >>> GPTConfig(vocab_size=100, context_length=16, d_model=32, n_layers=2, n_heads=4).d_ff
@@ -56,6 +65,12 @@ class GPTConfig:
     d_ff: int | None = None
     bias: bool = True
     tie_embeddings: bool = True
+    n_kv_heads: int | None = None
+
+    def __repr__(self) -> str:
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                 if not (f.name == "n_kv_heads" and self.n_kv_heads is None)]  # as before chapter 12
+        return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
@@ -67,6 +82,7 @@ class GPTConfig:
         for name in ("bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise fail(name, "True or False", describe(getattr(self, name)))
+        _check_kv_heads(self.n_heads, self.n_kv_heads)
 
 
 # Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
@@ -97,7 +113,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         d, bias = config.d_model, config.bias
         self.ln1 = nn.LayerNorm(d, bias=bias)
-        self.attn = MultiHeadAttention(d, config.n_heads, bias=bias)
+        self.attn = MultiHeadAttention(d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias)
         self.ln2 = nn.LayerNorm(d, bias=bias)
         self.mlp = nn.Sequential(
             nn.Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
@@ -105,10 +121,20 @@ class TransformerBlock(nn.Module):
             nn.Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x``: ``(B, T, d_model)`` -> ``(B, T, d_model)``."""
-        x = x + self.attn(self.ln1(x), is_causal=True, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
+    def forward(self, x: torch.Tensor, need_weights: bool = False, kv_cache: KVCache | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``x``: ``(B, T, d_model)`` -> ``(B, T, d_model)``.
+
+        With ``need_weights=True`` it returns ``(x, weights)``: also the attention weights
+        ``(B, n_heads, T, T)``, computed step by step (the default path uses
+        ``F.scaled_dot_product_attention``, faster, and keeps no weights).
+        With a ``kv_cache`` (this block's :class:`KVCache`), ``x`` holds the new tokens only;
+        they attend to the cached ones too (weights ``(B, n_heads, T, T_cached + T)``).
+        """
+        a, weights = self.attn(self.ln1(x), is_causal=True, need_weights=need_weights, kv_cache=kv_cache)
+        x = x + a
+        x = x + self.mlp(self.ln2(x))
+        return (x, weights) if need_weights else x
 
 
 class GPT(nn.Module):
@@ -155,23 +181,151 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``."""
+    def forward(self, ids: torch.Tensor, return_weights: bool = False,
+                kv_cache: list[KVCache] | None = None
+                ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``.
+
+        With ``return_weights=True`` it returns ``(logits, weights)``, ``weights`` a list with
+        one ``(B, n_heads, T, T)`` tensor per block: every layer's attention weights
+        ``softmax(Q_h K_h^T / sqrt(d_head) + M)``, from the same forward pass. The default
+        (False) takes the fast path, ``F.scaled_dot_product_attention``, and keeps none.
+
+        With ``kv_cache``, a list of one :class:`~attnlib.multihead.KVCache` per block that
+        already holds ``T_cached`` tokens, ``ids`` are the **next** ``T`` tokens: they get the
+        positions ``T_cached .. T_cached + T - 1``, attend to the cached tokens and to each
+        other (causally), and their keys and values are appended to the caches. The logits
+        equal those of the last ``T`` positions of a forward pass over the whole sequence.
+
+        Example:
+            >>> _ = torch.manual_seed(0)
+            >>> model = GPT(GPTConfig(vocab_size=10, context_length=8, d_model=16, n_layers=2, n_heads=4))
+            >>> logits, weights = model(torch.tensor([[1, 2, 3]]), return_weights=True)
+            >>> logits.shape, len(weights), weights[0].shape       # one (B, n_heads, T, T) per layer
+            (torch.Size([1, 3, 10]), 2, torch.Size([1, 4, 3, 3]))
+            >>> weights[1][0, 0, 0].tolist()                       # token 0 sees only itself
+            [1.0, 0.0, 0.0]
+            >>> cache = [KVCache() for _ in model.blocks]
+            >>> first = model(torch.tensor([[1, 2]]), kv_cache=cache)   # tokens 0, 1 fill the caches
+            >>> last = model(torch.tensor([[3]]), kv_cache=cache)       # token 2 attends to 0, 1, 2
+            >>> len(cache[0]), torch.allclose(last[0, -1], logits[0, -1], atol=1e-6)
+            (3, True)
+        """
+        x, weights = self._hidden(ids, return_weights, kv_cache)  # (B, T, d_model), after ln_f
+        logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
+        return (logits, weights) if return_weights else logits
+
+    def _check_ids(self, ids, T_cached: int = 0) -> None:
         cfg = self.config
         ensure_tensor("ids", ids)
         if ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
             raise fail("ids", "a 2-D integer tensor of token ids (B, T)", describe(ids))
-        B, T = ids.shape
-        if not 1 <= T <= cfg.context_length:
-            raise fail("ids", f"T in [1, {cfg.context_length}] tokens (context_length)", describe(ids))
+        T = ids.shape[1]
+        if not 1 <= T <= cfg.context_length - T_cached:
+            limit = "(context_length)" if not T_cached else \
+                f"(context_length={cfg.context_length} minus {T_cached} cached tokens)"
+            raise fail("ids", f"T in [1, {cfg.context_length - T_cached}] tokens {limit}", describe(ids))
         if ids.device.type != "meta" and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab_size):
             bad = ids[(ids < 0) | (ids >= cfg.vocab_size)][0].item()
             raise fail("ids", f"token ids in [0, {cfg.vocab_size - 1}] (vocab_size={cfg.vocab_size})", f"id {bad}")
         if ids.device != self.tok_emb.weight.device:
             raise fail("ids", f"a tensor on {self.tok_emb.weight.device} (the model's device)",
                        f"{describe(ids)} on {ids.device}")
-        pos = torch.arange(T, device=ids.device)  # (T,)
+
+    def _check_cache(self, kv_cache, batch: int) -> int:
+        """Check a per-block list of caches; return the number of tokens they hold."""
+        n = len(self.blocks)
+        if not isinstance(kv_cache, (list, tuple)) or len(kv_cache) != n \
+                or not all(isinstance(c, KVCache) for c in kv_cache):
+            raise fail("kv_cache", f"a list of {n} KVCache, one per block ([KVCache() for _ in model.blocks])",
+                       describe(kv_cache) if not isinstance(kv_cache, (list, tuple)) else
+                       f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}")
+        lengths = {len(c) for c in kv_cache}
+        if len(lengths) != 1:
+            raise fail("kv_cache", "caches that hold the same number of tokens in every block",
+                       f"lengths {[len(c) for c in kv_cache]}")
+        if kv_cache[0].k is not None and kv_cache[0].k.shape[0] != batch:
+            raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)",
+                       f"B = {batch}")
+        return lengths.pop()
+
+    def _hidden(self, ids: torch.Tensor, return_weights: bool = False,
+                kv_cache: list[KVCache] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
+        if not isinstance(return_weights, bool):
+            raise fail("return_weights", "True or False", describe(return_weights))
+        ensure_tensor("ids", ids)
+        T_cached = 0 if kv_cache is None else self._check_cache(kv_cache, ids.shape[0] if ids.dim() else 0)
+        self._check_ids(ids, T_cached)
+        T = ids.shape[1]
+        pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
-        for block in self.blocks:
-            x = block(x)  # (B, T, d_model) -> (B, T, d_model)
-        return self.lm_head(self.ln_f(x))  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
+        caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
+        weights = []
+        for block, cache in zip(self.blocks, caches):
+            if return_weights:
+                x, w = block(x, need_weights=True, kv_cache=cache)  # (B, T, d_model), w: (B, n_heads, T, T_k)
+                weights.append(w)
+            else:
+                x = block(x, kv_cache=cache)  # (B, T, d_model) -> (B, T, d_model)
+        return self.ln_f(x), weights
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, max_new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+        """Continue ``ids`` greedily: append the most likely next token, ``max_new_tokens`` times.
+
+        ``ids_{t+1} = argmax(logits of the last position)``, computed from the whole sequence so
+        far. ``use_cache=True`` (default) runs the prompt once, keeping every layer's keys and
+        values in a :class:`~attnlib.multihead.KVCache`, and then feeds one new token per step
+        (position ``T``, its query attending to all cached keys); ``use_cache=False`` runs
+        the whole sequence through the model again at every step. Both give the same tokens;
+        both compute the output head for the last position only (it is ``vocab_size`` wide).
+
+        Runs without gradients (``torch.no_grad``) and in evaluation mode: the model is put in
+        ``eval()`` for the call (no dropout) and back in its previous mode after.
+
+        Args:
+            ids: the prompt, integer token ids ``(B, T0)`` with ``T0 >= 1``.
+            max_new_tokens: how many tokens to append, ``>= 0``, with
+                ``T0 + max_new_tokens <= context_length`` (the learned positions end there).
+            use_cache: keep the keys and values (True) or recompute everything (False).
+
+        Returns:
+            Token ids ``(B, T0 + max_new_tokens)``: the prompt, then the new tokens.
+
+        Example:
+            >>> _ = torch.manual_seed(0)
+            >>> model = GPT(GPTConfig(vocab_size=10, context_length=8, d_model=16, n_layers=2, n_heads=4))
+            >>> prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])            # (B, T0) = (2, 3)
+            >>> out = model.generate(prompt, max_new_tokens=4)
+            >>> out.shape, torch.equal(out[:, :3], prompt)
+            (torch.Size([2, 7]), True)
+            >>> torch.equal(out, model.generate(prompt, max_new_tokens=4, use_cache=False))
+            True
+        """
+        self._check_ids(ids)  # (B, T0) integer ids in [0, vocab_size), 1 <= T0 <= context_length
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise fail("max_new_tokens", "an int >= 0", describe(max_new_tokens))
+        if not isinstance(use_cache, bool):
+            raise fail("use_cache", "True or False", describe(use_cache))
+        T0, C = ids.shape[1], self.config.context_length
+        if T0 + max_new_tokens > C:
+            raise fail("max_new_tokens", f"T0 + max_new_tokens <= context_length = {C} (the model has "
+                       f"{C} learned positions)", f"T0 = {T0} prompt tokens + max_new_tokens = "
+                       f"{max_new_tokens} = {T0 + max_new_tokens}")
+        was_training = self.training
+        self.eval()
+        try:
+            cache = [KVCache() for _ in self.blocks] if use_cache else None
+            out, new = ids, ids  # new: the tokens the model has not read yet
+            for _ in range(max_new_tokens):
+                if use_cache:
+                    h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
+                else:
+                    h = self._hidden(out)[0]                  # (B, T, d_model): the whole sequence again
+                logits = self.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
+                new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
+                out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)
+        finally:
+            self.train(was_training)
+        return out

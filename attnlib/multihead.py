@@ -12,6 +12,17 @@ subspace; the heads' outputs are concatenated and mixed by ``W_O``
 from another sequence ``Y`` (the ``context`` argument). Splitting into heads is
 only a reshape: one ``(d_model, d_model)`` matrix holds all the heads' ``W_Q^h``
 side by side, so ``n_heads`` heads cost as many parameters as one big head.
+
+Chapter 12 adds two things for generating text one token at a time:
+
+* a :class:`KVCache`: the keys and values a layer has computed for the tokens seen so
+  far, ``(B, n_kv_heads, T, d_head)`` each, so that each new token projects only its own
+  key and value (``forward(..., kv_cache=cache)``);
+* grouped-query attention (Ainslie et al. 2023; multi-query attention, Shazeer 2019, is
+  ``n_kv_heads=1``): ``n_kv_heads`` key/value heads, each shared by a group of
+  ``n_heads / n_kv_heads`` query heads; query head ``h`` uses key/value head
+  ``h // (n_heads / n_kv_heads)``. ``W_K`` and ``W_V`` shrink to
+  ``(d_model, n_kv_heads d_head)``, and so does the cache.
 """
 from __future__ import annotations
 
@@ -21,8 +32,9 @@ from torch import nn
 
 from ._validate import describe, ensure_float, ensure_positive_int, ensure_tensor, fail
 from .attention import _check_mask, attention_weights
+from .masks import causal_mask
 
-__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
 
 
 def _check_divisible(d_model: int, n_heads: int) -> None:
@@ -30,6 +42,17 @@ def _check_divisible(d_model: int, n_heads: int) -> None:
     if d_model % n_heads:
         raise fail("d_model", f"a multiple of n_heads={n_heads} (d_head = d_model / n_heads)",
                    f"d_model={d_model}")
+
+
+def _check_kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
+    """``n_kv_heads`` filled in (None -> n_heads) and checked: a positive divisor of ``n_heads``."""
+    if n_kv_heads is None:
+        return n_heads
+    ensure_positive_int("n_kv_heads", n_kv_heads)
+    if n_heads % n_kv_heads:
+        raise fail("n_kv_heads", f"a divisor of n_heads={n_heads} (each key/value head serves "
+                   "n_heads / n_kv_heads query heads)", f"n_kv_heads={n_kv_heads}")
+    return n_kv_heads
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -88,6 +111,105 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(B, T, n_heads * d_head)  # (B, T, n_heads, d_head) -> (B, T, d_model)
 
 
+def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Share key/value heads among query heads: ``(B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)``.
+
+    ``repeat_kv(x, n_heads)[:, h] = x[:, h // g]`` with ``g = n_heads / n_kv_heads``, the
+    group size: each key/value head is repeated ``g`` times in a row
+    (``repeat_interleave``), the grouping of ``F.scaled_dot_product_attention(...,
+    enable_gqa=True)``. With ``n_kv_heads == n_heads`` it returns ``x`` itself.
+
+    Args:
+        x: keys or values, shape ``(B, n_kv_heads, T, d_head)``.
+        n_heads: number of query heads, a multiple of ``n_kv_heads``.
+
+    Returns:
+        Tensor of shape ``(B, n_heads, T, d_head)``.
+
+    Example:
+        >>> kv = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)   # 2 key/value heads
+        >>> repeat_kv(kv, 4).flatten().tolist()                  # 4 query heads: groups of 2
+        [10.0, 10.0, 20.0, 20.0]
+    """
+    ensure_tensor("x", x)
+    if x.dim() != 4:
+        raise fail("x", "a 4-D tensor of shape (B, n_kv_heads, T, d_head)", describe(x))
+    n_kv_heads = x.shape[1]
+    ensure_positive_int("n_heads", n_heads)
+    if n_heads % n_kv_heads:
+        raise fail("n_heads", f"a multiple of n_kv_heads={n_kv_heads} (x.shape[1])", f"n_heads={n_heads}")
+    if n_heads == n_kv_heads:
+        return x
+    return x.repeat_interleave(n_heads // n_kv_heads, dim=1)  # (B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)
+
+
+class KVCache:
+    """The keys and values one attention layer has computed so far, for a batch of sequences.
+
+    ``k`` and ``v`` have shape ``(B, n_kv_heads, T_cached, d_head)`` (None while empty);
+    :meth:`update` appends the new tokens' keys and values along the token axis and
+    returns everything cached. A GPT keeps one ``KVCache`` per layer:
+    ``[KVCache() for _ in model.blocks]``. Causal attention makes this exact: a token's
+    key and value depend only on the tokens up to it, so they never change once computed.
+
+    Memory: ``2 B n_kv_heads T_cached d_head`` numbers per layer (:attr:`nbytes`).
+    ``torch.cat`` copies the cache at every step, which keeps the code short; serving
+    systems allocate the memory for the whole context once instead.
+
+    Example:
+        >>> cache = KVCache()
+        >>> k, v = cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))  # 3 tokens
+        >>> k, v = cache.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))    # 1 more
+        >>> len(cache), tuple(k.shape), cache.nbytes                  # 2 * 1*2*4*4 floats of 4 bytes
+        (4, (1, 2, 4, 4), 256)
+    """
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
+        self.v: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
+
+    def __len__(self) -> int:
+        """The number of cached tokens, ``T_cached``."""
+        return 0 if self.k is None else self.k.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cached keys and values."""
+        return 0 if self.k is None else self.k.nbytes + self.v.nbytes
+
+    def __repr__(self) -> str:
+        shape = None if self.k is None else tuple(self.k.shape)
+        return f"KVCache(T_cached={len(self)}, k and v of shape {shape})"
+
+    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' keys and values; return all of them.
+
+        Args:
+            k_new, v_new: shape ``(B, n_kv_heads, T_new, d_head)``, the same ``B``,
+                ``n_kv_heads``, ``d_head``, dtype and device as what is cached.
+
+        Returns:
+            ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first.
+        """
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            ensure_tensor(name, t)
+            if t.dim() != 4:
+                raise fail(name, "a 4-D tensor of shape (B, n_kv_heads, T_new, d_head)", describe(t))
+        if v_new.shape != k_new.shape:
+            raise fail("v_new", f"the shape of k_new, {tuple(k_new.shape)}", describe(v_new))
+        if self.k is None:
+            self.k, self.v = k_new, v_new
+            return self.k, self.v
+        B, H, _, D = self.k.shape
+        if (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D) or k_new.dtype != self.k.dtype \
+                or k_new.device != self.k.device:
+            raise fail("k_new", f"shape ({B}, {H}, T_new, {D}), dtype {self.k.dtype} on {self.k.device} "
+                       f"(what the cache holds: {len(self)} tokens)", f"{describe(k_new)} on {k_new.device}")
+        self.k = torch.cat([self.k, k_new], dim=2)  # (B, H, T_cached, D) + (B, H, T_new, D) -> (B, H, T_cached + T_new, D)
+        self.v = torch.cat([self.v, v_new], dim=2)
+        return self.k, self.v
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with learned projections ``W_Q, W_K, W_V, W_O``.
 
@@ -98,10 +220,18 @@ class MultiHeadAttention(nn.Module):
     stores its matrix transposed, so the papers' ``W_Q`` is ``w_q.weight.T``
     (and ``x @ w_q.weight.T + w_q.bias == w_q(x)``).
 
+    With ``n_kv_heads < n_heads`` (grouped-query attention; ``n_kv_heads=1`` is multi-query
+    attention) ``w_k`` and ``w_v`` map ``d_model`` to ``n_kv_heads * d_head`` only, and
+    query head ``h`` attends with key/value head ``h // (n_heads // n_kv_heads)``
+    (:func:`repeat_kv`).
+
     Args:
         d_model: model width, a multiple of ``n_heads``.
-        n_heads: number of heads; each has ``d_head = d_model // n_heads`` dimensions.
-        bias: whether the four projections have biases (parameters: ``4 d^2 + 4 d``, or ``4 d^2``).
+        n_heads: number of (query) heads; each has ``d_head = d_model // n_heads`` dimensions.
+        n_kv_heads: number of key/value heads, a divisor of ``n_heads``; ``None`` (default)
+            means ``n_heads``, plain multi-head attention.
+        bias: whether the four projections have biases (parameters: ``4 d^2 + 4 d``, or ``4 d^2``,
+            when ``n_kv_heads == n_heads``; see :func:`attnlib.params.attention_params`).
         dropout: probability of zeroing an attention weight, in training mode only.
 
     Example:
@@ -113,19 +243,26 @@ class MultiHeadAttention(nn.Module):
         (torch.Size([3, 5, 8]), torch.Size([3, 2, 5, 5]))
         >>> weights[0, 0, 0].tolist()                       # token 0 sees only itself
         [1.0, 0.0, 0.0, 0.0, 0.0]
+        >>> gqa = MultiHeadAttention(d_model=8, n_heads=4, n_kv_heads=2)   # heads 0, 1 share k, v head 0
+        >>> tuple(gqa.w_q.weight.shape), tuple(gqa.w_k.weight.shape)     # nn.Linear: (out, in)
+        ((8, 8), (4, 8))
     """
 
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
+                 dropout: float = 0.0):
         super().__init__()
         ensure_positive_int("d_model", d_model)
         _check_divisible(d_model, n_heads)
+        n_kv_heads = _check_kv_heads(n_heads, n_kv_heads)
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
             raise fail("dropout", "a probability in [0, 1)", describe(dropout))
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads = n_kv_heads
         self.dropout = float(dropout)
+        d_kv = n_kv_heads * self.d_head  # d_model for plain multi-head attention
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_kv, bias=bias)   # (d_model) -> (n_kv_heads * d_head)
+        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.attn_dropout = nn.Dropout(self.dropout)
 
@@ -142,50 +279,75 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                need_weights: bool = True, kv_cache: KVCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` to ``context`` (to ``x`` itself when ``context`` is None).
 
         Args:
             x: queries' input, shape ``(B, T, d_model)``.
             context: keys' and values' input, shape ``(B, T_ctx, d_model)``;
                 ``None`` (default) is self-attention, ``T_ctx = T``.
-            attn_mask: optional mask that broadcasts to ``(B, n_heads, T, T_ctx)``, e.g.
-                ``(T, T_ctx)`` or a ``padding_mask`` ``(B, 1, 1, T_ctx)``: boolean with
+            attn_mask: optional mask that broadcasts to ``(B, n_heads, T, T_k)``, e.g.
+                ``(T, T_k)`` or a ``padding_mask`` ``(B, 1, 1, T_k)``: boolean with
                 True = may attend (``nn.MultiheadAttention`` uses True = blocked), or
-                floating point (added to the scores).
-            is_causal: if True, position ``i`` attends to positions ``0 .. i`` only.
+                floating point (added to the scores). ``T_k = T_ctx``, or
+                ``T_cached + T`` with a ``kv_cache``.
+            is_causal: if True, position ``i`` attends to positions ``0 .. i`` only. With a
+                ``kv_cache`` that already holds ``T_cached`` tokens, the ``T`` new tokens
+                are positions ``T_cached .. T_cached + T - 1``: the mask is aligned at the
+                bottom right, ``causal_mask(T, T_k, align="bottom_right")``, and a single
+                new token (``T = 1``) needs no mask at all.
             need_weights: True (default) computes the attention step by step with
                 :func:`attention_weights` and returns the weights; False takes the fast
                 path through ``F.scaled_dot_product_attention`` and returns None.
+            kv_cache: a :class:`KVCache` for self-attention (``context`` None): the new
+                keys and values ``(B, n_kv_heads, T, d_head)`` are appended to it, and the
+                queries attend to every cached key. ``None`` (default): no cache.
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, T, d_model)``; ``weights`` of shape
-            ``(B, n_heads, T, T_ctx)`` (after dropout, as used to mix the values) or None.
+            ``(B, n_heads, T, T_k)`` (after dropout, as used to mix the values) or None.
         """
         self._check_input("x", x)
+        if kv_cache is not None:
+            if not isinstance(kv_cache, KVCache):
+                raise fail("kv_cache", "None or an attnlib KVCache", describe(kv_cache))
+            if context is not None:
+                raise fail("context", "None when a kv_cache is given (the cache holds the keys and "
+                           "values of x's own earlier tokens: self-attention)", describe(context))
         if context is None:
             context = x
         else:
             self._check_input("context", context, batch=x.shape[0])
         if not isinstance(need_weights, bool):
             raise fail("need_weights", "True or False", describe(need_weights))
-        B, T, T_ctx = x.shape[0], x.shape[1], context.shape[1]
-        _check_mask(attn_mask, is_causal, (B, self.n_heads, T, T_ctx), x.device)
+        T_cached = 0 if kv_cache is None else len(kv_cache)
+        B, T, T_k = x.shape[0], x.shape[1], T_cached + context.shape[1]
+        _check_mask(attn_mask, is_causal, (B, self.n_heads, T, T_k), x.device)
 
-        q = split_heads(self.w_q(x), self.n_heads)        # (B, T, d_model) -> (B, n_heads, T, d_head)
-        k = split_heads(self.w_k(context), self.n_heads)  # (B, T_ctx, d_model) -> (B, n_heads, T_ctx, d_head)
-        v = split_heads(self.w_v(context), self.n_heads)  # (B, T_ctx, d_model) -> (B, n_heads, T_ctx, d_head)
+        q = split_heads(self.w_q(x), self.n_heads)           # (B, T, d_model) -> (B, n_heads, T, d_head)
+        k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
+        v = split_heads(self.w_v(context), self.n_kv_heads)  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
+        if is_causal and T_cached:
+            # the new queries are tokens T_cached .. T_k - 1: each sees every cached key
+            is_causal = False
+            attn_mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
         if need_weights:
-            weights = attention_weights(q, k, attn_mask, is_causal)  # (B, n_heads, T, T_ctx)
+            k = repeat_kv(k, self.n_heads)  # (B, n_kv_heads, T_k, d_head) -> (B, n_heads, T_k, d_head)
+            v = repeat_kv(v, self.n_heads)
+            weights = attention_weights(q, k, attn_mask, is_causal)  # (B, n_heads, T, T_k)
             weights = self.attn_dropout(weights)
-            y = weights @ v  # (B, n_heads, T, T_ctx) @ (B, n_heads, T_ctx, d_head) -> (B, n_heads, T, d_head)
+            y = weights @ v  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
             weights = None
             y = F.scaled_dot_product_attention(  # (B, n_heads, T, d_head)
                 q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                dropout_p=self.dropout if self.training else 0.0)
+                dropout_p=self.dropout if self.training else 0.0,
+                enable_gqa=self.n_kv_heads != self.n_heads)  # SDPA shares k, v heads as repeat_kv does
         return self.w_o(merge_heads(y)), weights  # (B, n_heads, T, d_head) -> (B, T, d_model)
 
     @classmethod
@@ -203,7 +365,9 @@ class MultiHeadAttention(nn.Module):
                 ``add_bias_kv`` and ``add_zero_attn``.
 
         Returns:
-            A new module (same device, dtype, dropout and training mode as ``m``).
+            A new module (same device, dtype, dropout and training mode as ``m``), with
+            ``n_kv_heads == n_heads``: ``nn.MultiheadAttention`` has one key/value head per
+            query head, so it has no grouped-query form.
 
         Example:
             >>> _ = torch.manual_seed(0)

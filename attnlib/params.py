@@ -10,16 +10,22 @@ A GPT block adds an MLP (``2 d d_ff + d_ff + d``) and two LayerNorms
 LayerNorm, and an output head that is free when tied to the token embedding.
 For GPT-2 small this is 124,439,808, exactly what ``count_params`` finds by
 walking the module.
+
+Chapter 12: with grouped-query attention (``n_kv_heads`` key/value heads) ``W_K`` and
+``W_V`` are only ``d x (n_kv_heads d_head)``; and :func:`kv_cache_bytes` gives the memory
+of the keys and values a model keeps while it generates.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ._validate import describe, ensure_positive_int, fail
 from .model import GPTConfig
+from .multihead import _check_divisible, _check_kv_heads
 
 __all__ = ["attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params",
-           "count_params"]
+           "count_params", "kv_cache_bytes"]
 
 
 def _check_bias(bias) -> None:
@@ -27,24 +33,41 @@ def _check_bias(bias) -> None:
         raise fail("bias", "True or False", describe(bias))
 
 
-def attention_params(d_model: int, bias: bool = True) -> int:
+def attention_params(d_model: int, bias: bool = True, *, n_heads: int | None = None,
+                     n_kv_heads: int | None = None) -> int:
     """Parameters of one multi-head attention layer: ``4 d^2 + 4 d`` (``4 d^2`` without biases).
 
-    Independent of the number of heads.
+    Independent of the number of heads. With grouped-query attention, ``n_kv_heads``
+    key/value heads of ``d_head = d / n_heads``: ``W_Q`` and ``W_O`` stay ``d x d``,
+    ``W_K`` and ``W_V`` are ``d x d_kv`` with ``d_kv = n_kv_heads d_head``, so
+    ``2 d^2 + 2 d d_kv`` weights and ``2 d + 2 d_kv`` biases.
 
     Args:
         d_model: model width ``d``.
         bias: whether the four projections have biases.
+        n_heads, n_kv_heads: needed only for grouped-query attention; ``n_kv_heads=None``
+            (default) means plain multi-head attention, ``n_kv_heads = n_heads``.
 
     Example:
         >>> attention_params(768)                 # GPT-2 small: 4 * 768**2 + 4 * 768
         2362368
         >>> attention_params(768, bias=False)
         2359296
+        >>> attention_params(768, n_heads=12, n_kv_heads=1)   # multi-query: W_K, W_V are 768 x 64
+        1279616
     """
     ensure_positive_int("d_model", d_model)
     _check_bias(bias)
-    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+    d_kv = d_model
+    if n_kv_heads is not None:
+        if n_heads is None:
+            raise fail("n_heads", "the number of query heads when n_kv_heads is given (d_head = d_model / n_heads)",
+                       "None")
+        _check_divisible(d_model, n_heads)
+        d_kv = _check_kv_heads(n_heads, n_kv_heads) * (d_model // n_heads)
+    elif n_heads is not None:
+        _check_divisible(d_model, n_heads)
+    return 2 * d_model * d_model + 2 * d_model * d_kv + (2 * d_model + 2 * d_kv if bias else 0)
 
 
 def mlp_params(d_model: int, d_ff: int, bias: bool = True) -> int:
@@ -102,7 +125,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     return {
         "token embeddings": config.vocab_size * d,
         "position embeddings": config.context_length * d,
-        "attention": L * attention_params(d, b),
+        "attention": L * attention_params(d, b, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads),
         "MLP": L * mlp_params(d, config.d_ff, b),
         "LayerNorms": (2 * L + 1) * layernorm_params(d, b),  # 2 per block + the final one
         "output head (untied)": 0 if config.tie_embeddings else config.vocab_size * d,
@@ -139,3 +162,39 @@ def count_params(module: nn.Module) -> int:
     if not isinstance(module, nn.Module):
         raise fail("module", "a torch.nn.Module", describe(module))
     return sum(p.numel() for p in module.parameters())
+
+
+def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1,
+                   dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of the KV cache of ``GPT(config)`` holding ``T`` tokens of ``B`` sequences.
+
+    ``2 n_layers B n_kv_heads T d_head x bytes per number``: every layer keeps a key and a
+    value ``(B, n_kv_heads, T, d_head)``. With ``n_kv_heads = n_heads`` it is
+    ``2 n_layers B T d_model`` numbers; grouped-query attention divides it by
+    ``n_heads / n_kv_heads``. The weights do not depend on ``T`` or ``B``; the cache grows
+    with both.
+
+    Args:
+        config: a :class:`~attnlib.model.GPTConfig` (its ``n_kv_heads`` is used).
+        T: cached tokens per sequence, ``1 .. context_length``; ``None`` (default): the full
+            context, ``context_length``.
+        B: number of sequences.
+        dtype: the cache's dtype: ``torch.float32`` (default, what attnlib computes in)
+            or ``torch.float16`` / ``torch.bfloat16`` (2 bytes, what serving uses).
+
+    Example:
+        >>> from attnlib.model import GPT2_SMALL
+        >>> kv_cache_bytes(GPT2_SMALL, dtype=torch.float16)   # 2 * 12 * 1024 * 768 * 2 bytes
+        37748736
+    """
+    if not isinstance(config, GPTConfig):
+        raise fail("config", "a GPTConfig", describe(config))
+    T = config.context_length if T is None else ensure_positive_int("T", T)
+    if T > config.context_length:
+        raise fail("T", f"at most context_length = {config.context_length} tokens", f"T = {T}")
+    ensure_positive_int("B", B)
+    if not isinstance(dtype, torch.dtype) or not (dtype.is_floating_point or dtype.is_complex):
+        raise fail("dtype", "a floating-point torch.dtype", describe(dtype))
+    n_kv_heads = config.n_kv_heads or config.n_heads
+    d_head = config.d_model // config.n_heads
+    return 2 * config.n_layers * B * n_kv_heads * T * d_head * dtype.itemsize

@@ -5,6 +5,8 @@
 * ``attention_heatmap``: attention weights with token labels on both axes.
 * ``heads_grid``: one attention heatmap per head.
 * ``overview``: the whole computation, tokens to output, with one chapter's steps highlighted.
+* ``loss_curve``: a training loss, step by step, with its running mean.
+* ``scaling``: costs measured at growing sizes, log-log, with fitted slopes (chapter 11).
 
 Signed matrices use a diverging colour map centred on 0 (blue < 0 < red);
 non-negative ones (one-hot rows, attention weights) a sequential one. Every
@@ -184,6 +186,63 @@ def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4,
         return fig
 
 
+def loss_curve(losses: Sequence[float], window: int = 20, reference: float | None = None,
+               reference_label: str = "", log: bool = False, title: str = "training loss", ax=None):
+    """The loss of every training step (light) and its running mean over ``window`` steps (dark).
+
+    ``mean[i] = (losses[i - window + 1] + ... + losses[i]) / window`` for ``i >= window - 1``
+    (fewer steps at the start). Step ``i`` is the loss before the ``i``-th update.
+
+    Args:
+        losses: one number per step, e.g. what ``attnlib.train.train`` returns (at least one).
+        window: the running mean's width, in steps (1: no smoothing).
+        reference: a horizontal dashed line at this loss, e.g. ``log(vocab_size)``, the loss of
+            a uniform guess; ``None`` (default): none.
+        reference_label: the legend text of that line.
+        log: a logarithmic loss axis, to see the small losses at the end (the losses must be > 0).
+        title: the axes' title.
+        ax: the matplotlib axes to draw on (default: a new figure).
+
+    Returns the Figure.
+
+    >>> fig = loss_curve([2.4, 1.0, 0.5, 0.2], window=2, reference=2.4, reference_label="uniform")
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['loss per step', 'mean of 2 steps', 'uniform']
+    """
+    if isinstance(losses, torch.Tensor):
+        losses = losses.detach().cpu().tolist()
+    try:
+        values = np.asarray(losses, dtype=float)
+    except (TypeError, ValueError):
+        raise fail("losses", "a sequence of numbers", describe(losses)) from None
+    if values.ndim != 1 or values.size == 0 or not np.isfinite(values).all():
+        raise fail("losses", "a non-empty 1-D sequence of finite numbers",
+                   f"shape {values.shape}" + (", with inf or nan" if values.size and not np.isfinite(values).all() else ""))
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise fail("window", "a positive int (steps)", describe(window))
+    if log and (values <= 0).any():
+        raise fail("losses", "positive numbers (log=True)", f"minimum {values.min()}")
+    steps = np.arange(values.size)
+    cumsum = np.concatenate([[0.0], np.cumsum(values)])
+    lo = np.maximum(steps + 1 - window, 0)                       # the first step in each window
+    mean = (cumsum[steps + 1] - cumsum[lo]) / (steps + 1 - lo)   # running mean over <= window steps
+    with plt.rc_context(STYLE):
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+        ax.plot(steps, values, color=HIGHLIGHT, alpha=0.3, linewidth=0.8, label="loss per step")
+        ax.plot(steps, mean, color=HIGHLIGHT, linewidth=1.8,
+                label=f"mean of {window} steps" if window > 1 else "loss")
+        if reference is not None:
+            ax.axhline(reference, color="#616161", linestyle="--", linewidth=1.0, label=reference_label)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("loss (cross-entropy)")
+        ax.set_title(title)
+        ax.legend(frameon=False)
+        return ax.figure
+
+
 # The steps of one multi-head self-attention layer, in order: (key, box text, chapter).
 OVERVIEW_STEPS = (
     ("embed", "tokens → X\n(embed)", 1),
@@ -257,3 +316,75 @@ def overview(highlight: str | Sequence[str] = (), title: str | None = None):
         if title:
             ax.set_title(title)
         return fig
+
+
+def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "", title: str = "",
+            guides: Sequence[float] = (1, 2), fit_last: int | None = None, ax=None):
+    r"""Costs measured at growing sizes, on log-log axes, each labelled with its fitted slope.
+
+    A cost that grows like ``c x^p`` is a straight line of slope ``p`` on log-log axes,
+    ``log y = log c + p log x``; the legend gives each series' slope, fitted by
+    ``attnlib.cost.loglog_slope``. Dashed grey guides of slope 1 and 2 (``∝ T``,
+    ``∝ T²``) pass through the last point of the first series, for comparison.
+
+    Args:
+        xs: the sizes, e.g. sequence lengths ``[128, 256, ...]``: positive, at least two.
+        series: ``{name: ys}``, one positive ``y`` per ``x`` in each, e.g.
+            ``{"explicit": seconds, "SDPA": seconds}``.
+        var: the size's name, for the x label and the guides' labels.
+        ylabel: the y axis' label, e.g. ``"time (ms)"``.
+        title: the axes' title.
+        guides: the slopes of the dashed guides; ``()`` for none.
+        fit_last: fit each slope on the last ``fit_last`` points only (the large sizes,
+            where the leading term dominates); ``None`` (default): on all of them.
+        ax: the matplotlib axes to draw on (default: a new figure).
+
+    Returns the Figure.
+
+    >>> fig = scaling([1, 2, 4], {"a": [3, 12, 48], "b": [2, 4, 8]}, guides=(2,))
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['a: slope 2.00', 'b: slope 1.00', '$\\propto T^{2}$']
+    """
+    from .cost import loglog_slope
+
+    try:
+        x = np.asarray(xs, dtype=float)
+    except (TypeError, ValueError):
+        raise fail("xs", "a sequence of positive numbers", describe(xs)) from None
+    if x.ndim != 1 or x.size < 2 or not (x > 0).all() or not np.isfinite(x).all():
+        raise fail("xs", "at least two positive finite numbers in a 1-D sequence", f"{x.tolist()}")
+    if not isinstance(series, dict) or not series:
+        raise fail("series", "a non-empty dict {name: ys}", describe(series))
+    n_fit = x.size if fit_last is None else fit_last
+    if isinstance(n_fit, bool) or not isinstance(n_fit, int) or not 2 <= n_fit <= x.size:
+        raise fail("fit_last", f"None or an int from 2 to {x.size} (the number of sizes)", describe(fit_last))
+    curves = {}
+    for name, ys in series.items():
+        if isinstance(ys, torch.Tensor):
+            ys = ys.detach().cpu().tolist()
+        try:
+            y = np.asarray(ys, dtype=float)
+        except (TypeError, ValueError):
+            raise fail(f"series[{name!r}]", "a sequence of positive numbers", describe(ys)) from None
+        if y.shape != x.shape or not (y > 0).all() or not np.isfinite(y).all():
+            raise fail(f"series[{name!r}]", f"{x.size} positive finite numbers, one per x", f"{y.tolist()}")
+        curves[name] = y
+    with plt.rc_context(STYLE):
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(5.2, 3.8), layout="constrained")
+        for name, y in curves.items():
+            p = loglog_slope(x[-n_fit:], y[-n_fit:])
+            ax.plot(x, y, marker="o", linewidth=1.6, label=f"{name}: slope {p:.2f}")
+        x0, y0 = x[-1], next(iter(curves.values()))[-1]        # guides meet the first series' last point
+        for p in guides:                                        # under the measurements (zorder 1)
+            ax.plot(x, y0 * (x / x0) ** p, linestyle="--", color="#9e9e9e", linewidth=1.0, zorder=1,
+                    label=f"$\\propto {var}$" if p == 1 else f"$\\propto {var}^{{{p:g}}}$")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.minorticks_off()
+        ax.set_xlabel(var if var != "T" else "sequence length T")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(frameon=False, fontsize=8.5)
+        return ax.figure

@@ -51,6 +51,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     n = max(x.dim(), 1)
     if isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n:
         raise fail("dim", f"an int in [{-n}, {n - 1}] for a {x.dim()}-D x", describe(dim))
+    if x.shape[dim] == 0:
+        return x.clone()  # no entries to normalise (e.g. no keys, T_k = 0): nothing to return
     m = x.amax(dim=dim, keepdim=True)  # (..., 1, ...): the max along dim
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # an all -inf row: subtract 0
     e = (x - m).exp_()  # every exponent <= 0: no overflow; exp(-inf) = 0 (in place on the new x - m)

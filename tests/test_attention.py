@@ -122,6 +122,17 @@ def test_fully_masked_rows_give_zeros_never_nan(kind):
     assert torch.isfinite(qg.grad).all()
 
 
+def test_no_keys_gives_zeros_like_sdpa():
+    """T_k = 0: no key to attend to, as a fully masked row: zeros, as SDPA returns."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(2, 3, 4, generator=g)
+    k, v = torch.empty(2, 0, 4), torch.empty(2, 0, 5)
+    out, weights = attention(q, k, v)
+    assert out.shape == (2, 3, 5) and weights.shape == (2, 3, 0)
+    assert (out == 0).all()
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+
+
 def test_attention_is_causal():
     # Changing the tokens after position t leaves the outputs up to t unchanged.
     g = torch.Generator().manual_seed(6)

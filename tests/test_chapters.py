@@ -18,22 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ERRATA = ROOT / "book" / "errata.md"
 MAIN_PATH_WORDS = 2000
-
-# Issue 9 is landing chapter by chapter: chapter 6 still has the old shape (its
-# corrections inline, sources named by number, no overview figure). These marks are strict:
-# once a chapter is restructured its test passes, the mark fails, and must be removed.
-NOT_YET = {
-    "test_main_path_is_at_most_2000_words": {"06_multihead.ipynb"},
-    "test_chapter_shows_the_overview_figure": {"06_multihead.ipynb"},
-    "test_sources_are_named_by_letter": {"06_multihead.ipynb"},
-}
-
-
-def _chapters(test: str) -> list:
-    todo = NOT_YET.get(test, set())
-    return [pytest.param(p, id=p.name, marks=pytest.mark.xfail(
-                strict=True, reason="issue 9: this chapter is not restructured yet")) if p.name in todo
-            else pytest.param(p, id=p.name) for p in NOTEBOOKS]
+CHAPTERS = [pytest.param(p, id=p.name) for p in NOTEBOOKS]   # test parameters named by file
 
 SC_TITLE = re.compile(r"^(#+) Source check \[([A-E](?:, [A-E])*)\]: \S.*$", re.M)
 SC_LABEL = re.compile(r"^\((sc-[a-e]+-[a-z0-9-]+)\)=\s*$")
@@ -114,7 +99,7 @@ def test_chapter_has_its_parts_in_order(path):
     assert order == expected, f"{path.name}: the parts must come in the order {expected}, found {order}"
 
 
-@pytest.mark.parametrize("path", _chapters("test_main_path_is_at_most_2000_words"))
+@pytest.mark.parametrize("path", CHAPTERS)
 def test_main_path_is_at_most_2000_words(path):
     words = len(_parts(path)["main"].split())
     assert words <= MAIN_PATH_WORDS, (f"{path.name}: the main path (prose before '## Source checks' / "
@@ -134,7 +119,7 @@ def test_source_checks_only_in_their_part(path):
                      f"(write √d_k, −∞), found {bad}")
 
 
-@pytest.mark.parametrize("path", _chapters("test_chapter_shows_the_overview_figure"))
+@pytest.mark.parametrize("path", CHAPTERS)
 def test_chapter_shows_the_overview_figure(path):
     cells = [c for c in _cells(path) if c["cell_type"] == "code" and "plot.overview(" in _src(c)]
     assert cells, f"{path.name}: show attnlib.plot.overview with this chapter's step highlighted"
@@ -143,7 +128,7 @@ def test_chapter_shows_the_overview_figure(path):
         f"{path.name}: the overview figure needs a caption and alt text (metadata mystnb.figure/image)")
 
 
-@pytest.mark.parametrize("path", _chapters("test_sources_are_named_by_letter"))
+@pytest.mark.parametrize("path", CHAPTERS)
 def test_sources_are_named_by_letter(path):
     text = "\n".join(_src(c) for c in _cells(path))
     old = sorted(set(re.findall(r"[Ss]ource 00[0-4]|\b00[0-4]'s\b", text)))

@@ -123,11 +123,6 @@ def _no_scale(q, k):
     return q @ k.transpose(-2, -1)
 
 
-def _split_without_transpose(x, n_heads):
-    B, T, d_model = x.shape
-    return x.reshape(B, n_heads, T, d_model // n_heads)
-
-
 def _naive_softmax(x):
     e = torch.exp(x)
     return e / e.sum(dim=-1, keepdim=True)
@@ -136,7 +131,6 @@ def _naive_softmax(x):
 @pytest.mark.parametrize("name, wrong", [
     ("scaled_scores", _no_scale),
     ("scaled_scores", lambda q, k: _no_scale(q, k) / q.shape[-1]),         # divides by d_k, not sqrt(d_k)
-    ("split_heads_by_hand", _split_without_transpose),
     ("stable_softmax", _naive_softmax),
     ("stable_softmax", lambda x: torch.softmax(x, dim=-1)),                 # NaN for an all -inf row
     ("scores", lambda x, w_q, w_k: (x @ w_k) @ (x @ w_q).transpose(-2, -1)),  # K Q^T instead of Q K^T

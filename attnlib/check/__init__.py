@@ -15,7 +15,7 @@ function on the cases in the notebook's kernel and compares the results here.
 
 Writing a checker for a new exercise::
 
-    # in attnlib/check/chNN.py, the chapter's module
+    # in attnlib/check/chNN.py, the chapter's module (imported here automatically)
     my_function = _register(Check(
         exercise="ch02-...", function="my_function",
         cases=_my_cases,             # () -> [(label, args), ...], seeded
@@ -23,8 +23,15 @@ Writing a checker for a new exercise::
         hint="what to look at when the values are wrong",
         covers="the edge cases it tries, for the success line"))
 """
+import importlib
+import pkgutil
+
 from ._core import CHECKS, Cases, Check, _register, compare  # noqa: F401
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07  # noqa: F401  (each registers its checkers)
+
+# Each chapter's module, ch01.py, ch02.py, ..., registers its checkers when imported.
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _module.startswith("ch") and _module[2:].isdigit():
+        importlib.import_module(f"{__name__}.{_module}")
 
 # check.<function name> is the checker of the exercise that asks for that function,
 # e.g. check.one_hot_rows(one_hot_rows)

@@ -5,10 +5,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book test lab benchmark clean
+.PHONY: help book catalogs notebooks-zh test lab benchmark clean
 
 help:
-	@echo "make book       build the book into _build/html (open _build/html/index.html)"
+	@echo "make book       build the book, English into _build/html and Chinese into _build/html/zh"
+	@echo "make catalogs   after changing English text: update the Chinese catalogs in locales/"
+	@echo "make notebooks-zh  Chinese notebooks in notebooks/zh/, from the catalogs (for make lab)"
 	@echo "make test       run the whole test suite (unit, doctests, nbval strict, book build)"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make benchmark  run every benchmark in benchmarks/ (timings and memory, not tests)"
@@ -20,8 +22,13 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
-	@echo "The book is in _build/html/index.html"
+	$(BIN)/python book/editions.py build
+
+catalogs: $(STAMP)
+	$(BIN)/python book/editions.py catalogs
+
+notebooks-zh: $(STAMP)
+	$(BIN)/python book/editions.py notebooks
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

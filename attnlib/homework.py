@@ -1,6 +1,7 @@
 """Homework: release student notebooks and grade submissions.
 
     python -m attnlib.homework release notebooks/*.ipynb --out student/
+    python -m attnlib.homework release notebooks/*.ipynb --out student-zh/ --lang zh_CN
     python -m attnlib.homework grade submissions/*.ipynb [--timeout 30] [--json report.json]
 
 **release** writes a student version of each chapter: the code between
@@ -8,7 +9,9 @@
 ``raise NotImplementedError(...)`` (the signature and docstring stay), the rest
 of each gated solution (``solution-start`` ... ``solution-end``) is removed,
 and outputs and execution counts are cleared. Sources are only read; an
-existing output file is never overwritten.
+existing output file is never overwritten. ``--lang zh_CN`` releases the Chinese
+edition: the markdown comes from the book's catalogs (``attnlib.translate``),
+the code is the same, so grading does not depend on the language.
 
 **grade** runs each submission top to bottom in a fresh kernel, every cell
 with a time limit and errors allowed, then grades every coding exercise of the
@@ -114,7 +117,15 @@ def _stub(source: str, label: str | None) -> str:
     return "\n".join(out)
 
 
-def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+STUDENT_NOTE = {
+    None: "Student version. In each exercise, replace `raise NotImplementedError(...)` "
+          "with your code, then run the check cell below it.",
+    "zh_CN": "学生版。每个练习里,把 `raise NotImplementedError(...)` 换成你自己的代码,"
+             "然后运行它下面的检查单元格。",
+}
+
+
+def student_version(nb: nbformat.NotebookNode, lang: str | None = None) -> nbformat.NotebookNode:
     """The student notebook: solutions stubbed or removed, outputs cleared (``nb`` is not changed)."""
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))  # a deep copy
     cells, label = [], None  # label: the gated solution we are inside, if any
@@ -138,19 +149,36 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cells.append(cell)
     if label is not None:
         raise HomeworkError(f"solution {label} has no solution-end")
-    note = nbformat.v4.new_markdown_cell(
-        "```{note}\nStudent version. In each exercise, replace `raise NotImplementedError(...)` "
-        "with your code, then run the check cell below it.\n```")
+    note = nbformat.v4.new_markdown_cell("```{note}\n" + STUDENT_NOTE[lang] + "\n```")
     nb.cells = cells[:1] + [note] + cells[1:]
     return nb
 
 
-def release(sources: list[Path], out_dir: Path) -> list[Path]:
+def _translated(nb: nbformat.NotebookNode, src: Path, lang: str) -> nbformat.NotebookNode:
+    """The chapter ``src`` with its markdown from the ``lang`` catalog of the book."""
+    from .translate import load_catalog, translate_notebook
+
+    try:
+        catalog = load_catalog(f"notebooks/{Path(src).stem}", lang)
+    except FileNotFoundError as e:
+        raise HomeworkError(f"{src}: {e}") from None
+    translated, missing = translate_notebook(nb, catalog)
+    if missing:
+        raise HomeworkError(f"{src}: the {lang} catalog does not match this notebook ({len(missing)} "
+                            f"messages not found, e.g. {sorted(missing)[0][:60]!r}): run `make catalogs`")
+    return translated
+
+
+def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list[Path]:
     """Write the student version of each source into ``out_dir``; never overwrite a file.
 
     Every source is read and every destination checked before anything is written,
-    so a bad argument leaves ``out_dir`` as it was.
+    so a bad argument leaves ``out_dir`` as it was. ``lang="zh_CN"`` writes the
+    Chinese edition (markdown from the book's catalogs, the same code).
     """
+    if lang not in STUDENT_NOTE:
+        raise HomeworkError(f"--lang: expected one of {sorted(k for k in STUDENT_NOTE if k)} "
+                            f"(or none for English), received {lang!r}")
     students = {}
     for src in sources:
         dest = out_dir / Path(src).name
@@ -158,7 +186,10 @@ def release(sources: list[Path], out_dir: Path) -> list[Path]:
             raise HomeworkError(f"{dest}: would overwrite the source notebook; choose another --out")
         if dest.exists() or dest in students:
             raise HomeworkError(f"{dest}: already exists; it is not overwritten (remove it, or choose another --out)")
-        students[dest] = nbformat.writes(student_version(read_notebook(src)))
+        nb = read_notebook(src)
+        if lang:
+            nb = _translated(nb, src, lang)
+        students[dest] = nbformat.writes(student_version(nb, lang))
     out_dir.mkdir(parents=True, exist_ok=True)
     for dest, text in students.items():
         with open(dest, "x", encoding="utf-8") as f:  # "x": fail rather than overwrite
@@ -339,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     p_rel = sub.add_parser("release", help="write student versions of chapter notebooks")
     p_rel.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     p_rel.add_argument("--out", required=True, type=Path, metavar="DIR")
+    p_rel.add_argument("--lang", default=None, metavar="LANG",
+                       help="zh_CN: the Chinese edition (markdown from locales/); default English")
     p_gr = sub.add_parser("grade", help="grade submitted notebooks")
     p_gr.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSION")
     p_gr.add_argument("--timeout", type=float, default=30.0, metavar="S",
@@ -348,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "release":
-            for dest in release(args.sources, args.out):
+            for dest in release(args.sources, args.out, args.lang):
                 print(f"wrote {dest}")
             return 0
         for path in args.submissions:   # every file must be a chapter notebook before any runs

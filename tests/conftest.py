@@ -1,7 +1,6 @@
 """Shared fixtures: the repository root and one book build per test session."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,8 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:
-    """Build the book exactly as `make book` does, once per session, into _build/html.
+    """Build the book exactly as `make book` does, once per session: English into
+    _build/html, Chinese into _build/html/zh (book/editions.py).
 
     -W turns every warning (and every notebook execution error) into a failure,
     -n reports every broken cross-reference, --keep-going reports all of them.
@@ -26,9 +26,7 @@ def book_build() -> subprocess.CompletedProcess:
     over from an earlier build (executed notebooks still come from the cache in
     _build/.jupyter_cache when their code is unchanged).
     """
-    shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
-    jupyter_book = Path(sys.executable).parent / "jupyter-book"
     return subprocess.run(
-        [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1500,
+        [sys.executable, str(ROOT / "book" / "editions.py"), "build"],
+        cwd=ROOT, capture_output=True, text=True, timeout=2400,
     )

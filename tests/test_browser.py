@@ -110,7 +110,29 @@ def _wait_for_mathjax(driver) -> bool:
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_page(browser, site, chapter):
-    _open(browser, f"{site}/notebooks/{chapter}.html")
+    _check_page(browser, site, f"{site}/notebooks/{chapter}.html", SHOTS / f"{chapter}.png")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chinese_chapter_page(browser, site, chapter):
+    """The Chinese edition (_build/html/zh): the same checks, a Chinese title, and a link to the English page."""
+    from selenium.webdriver.common.by import By
+
+    page = _check_page(browser, site, f"{site}/zh/notebooks/{chapter}.html", SHOTS / "zh" / f"{chapter}.png")
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in page["title"]), f"not a Chinese title: {page['title']!r}"
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in page["text"][:2000])
+    link = browser.find_element(By.CSS_SELECTOR, "a.edition-link")
+    assert link.text.strip() == "English"
+    browser.execute_script("arguments[0].click();", link)
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(browser, 20).until(lambda d: "/zh/" not in d.current_url)
+    assert browser.current_url.endswith(f"/notebooks/{chapter}.html"), browser.current_url
+    assert browser.find_element(By.CSS_SELECTOR, "a.edition-link").text.strip() == "中文"
+
+
+def _check_page(browser, site, url: str, shot: Path) -> dict:
+    """Open a chapter page and check what a reader sees: math, figures, alt text, no errors, no network."""
+    _open(browser, url)
     assert _wait_for_mathjax(browser), "MathJax did not start (is _static/mathjax served?)"
     page = browser.execute_script("""
         const article = document.querySelector('article') || document.body;
@@ -118,6 +140,7 @@ def test_chapter_page(browser, site, chapter):
         prose.querySelectorAll('pre, code, .cell_output, mjx-container, script').forEach(e => e.remove());
         const images = [...document.querySelectorAll('article img')];
         return {
+            title: (document.querySelector('article h1') || {innerText: ''}).innerText,
             math: document.querySelectorAll('mjx-container').length,
             text: prose.innerText,
             images: images.map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0]),
@@ -135,7 +158,8 @@ def test_chapter_page(browser, site, chapter):
     network = ("http:", "https:", "ws:", "wss:", "ftp:")  # not data:, blob: or chrome:// (the browser's own)
     outside = [u for u in _requests(browser) if u.startswith(network) and not u.startswith(site)]
     assert not outside, f"the page asked the network for: {outside}"
-    _save_full_page(browser, SHOTS / f"{chapter}.png")
+    _save_full_page(browser, shot)
+    return page
 
 
 def _save_full_page(driver, path: Path) -> None:
@@ -190,3 +214,19 @@ def test_search_finds_the_masking_chapter(browser, site):
     links = [a.get_attribute("href") for a in
              browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
     assert any(f"notebooks/{masking[0]}.html" in href for href in links), links
+
+
+def test_chinese_search_finds_the_masking_chapter(browser, site):
+    """The Chinese edition's search (words split by jieba) finds chapter 4 for 掩码 (masking)."""
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    masking = [c for c in CHAPTERS if "masking" in c]
+    _open(browser, f"{site}/zh/search.html?q={quote('掩码')}")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
+    links = [a.get_attribute("href") for a in
+             browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
+    assert any(f"zh/notebooks/{masking[0]}.html" in href for href in links), links

@@ -41,21 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a cl
 
 from attnlib.attention import attention  # noqa: E402
 from attnlib.tiled import DEFAULT_BLOCK_SIZE, peak_memory, tiled_attention  # noqa: E402
+from _machine import cpu_model  # noqa: E402  (benchmarks/_machine.py, next to this script)
 
 MiB = 2**20
 T_MEMORY, T_TIME, D_HEAD = 8192, 4096, 64
 TARGET_MEMORY, TARGET_TIME = 1 / 16, 2.0
 
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what platform reports."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def qkv(T: int) -> tuple[torch.Tensor, ...]:

@@ -2,17 +2,15 @@
 nn.MultiheadAttention. The reference is right (checked against attnlib's
 MultiHeadAttention(x, context=...) and the paper's formula in float64), the notebook's
 solution passes, and the classic mistakes fail."""
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnlib import MultiHeadAttention, causal_mask, check
 from attnlib.check import CHECKS
+from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY = CHECKS["ch08-cross-attention"]
 
 
@@ -94,14 +92,7 @@ def test_checking_leaves_the_global_random_state_alone():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    nb = json.loads((ROOT / "notebooks" / "08_cross_attention.ipynb").read_text(encoding="utf-8"))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    source = next(s for s in cells if s.lstrip().startswith("def cross_attention("))
-    assert "MultiHeadAttention" not in source and "MultiheadAttention" not in source and "attnlib" not in source, (
-        "the solution is written from plain tensors")
-    namespace = {"torch": torch, "math": math}
-    exec(source, namespace)
-    return namespace["cross_attention"]
+    return notebook_solution("08_cross_attention.ipynb", "cross_attention", ('MultiHeadAttention', 'MultiheadAttention', 'attnlib'))
 
 
 def test_the_solutions_pass(capsys):

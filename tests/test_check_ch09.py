@@ -1,17 +1,14 @@
 """Chapter 9's checker: RoPE from the formula. The reference is right (against RoPE written as
 complex multiplication with torch.polar / torch.view_as_complex, in float64), the notebook's
 solution passes, and the classic mistakes fail."""
-import json
-import math
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnlib import check
 from attnlib.check import CHECKS
+from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY = CHECKS["ch09-rope"]
 
 
@@ -81,13 +78,7 @@ def test_checking_leaves_the_global_random_state_alone():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    nb = json.loads((ROOT / "notebooks" / "09_positions.ipynb").read_text(encoding="utf-8"))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    source = next(s for s in cells if s.lstrip().startswith("def rope("))
-    assert "attnlib" not in source and "apply_rope" not in source, "the solution is written from plain tensors"
-    namespace = {"torch": torch, "math": math}
-    exec(source, namespace)
-    return namespace["rope"]
+    return notebook_solution("09_positions.ipynb", "rope", ('attnlib', 'apply_rope'))
 
 
 def test_the_solutions_pass(capsys):

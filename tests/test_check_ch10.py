@@ -1,16 +1,14 @@
 """Chapter 10's checker: the mean attention weight on an expected key. The reference is right
 (against a loop over the queries and against torch.gather), the notebook's solution passes,
 and the classic mistakes fail."""
-import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnlib import check
 from attnlib.check import CHECKS
+from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY = CHECKS["ch10-weight-on"]
 
 
@@ -60,13 +58,8 @@ def test_checking_leaves_the_global_random_state_alone():
 
 
 def _notebook_solution():
-    nb = json.loads((ROOT / "notebooks" / "10_trained_attention.ipynb").read_text(encoding="utf-8"))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    source = next(s for s in cells if s.lstrip().startswith("def weight_on("))
-    assert "attnlib" not in source and "### BEGIN SOLUTION" in source
-    namespace = {"torch": torch}
-    exec(source, namespace)
-    return namespace["weight_on"]
+    """The function the chapter's solution cell defines."""
+    return notebook_solution("10_trained_attention.ipynb", "weight_on", ('attnlib',))
 
 
 def test_the_solutions_pass(capsys):

@@ -1,17 +1,15 @@
 """Chapter 11's checker: the longest context whose attention weights fit in a memory budget.
 The reference is right (against a search over T with tensors on the meta device, whose
 sizes PyTorch computes), the notebook's solution passes, and the classic mistakes fail."""
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 from attnlib import check
 from attnlib.check import CHECKS
+from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY = CHECKS["ch11-longest-context"]
 
 
@@ -60,13 +58,7 @@ def test_cases_include_the_edge_cases():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    nb = json.loads((ROOT / "notebooks" / "11_cost.ipynb").read_text(encoding="utf-8"))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    source = next(s for s in cells if s.lstrip().startswith("def longest_context("))
-    assert "attnlib" not in source, "the solution is written without attnlib"
-    namespace = {"math": math, "torch": torch}
-    exec(source, namespace)
-    return namespace["longest_context"]
+    return notebook_solution("11_cost.ipynb", "longest_context", ('attnlib',))
 
 
 def _with_float_sqrt(budget, B, n_heads, dtype):

@@ -1,9 +1,7 @@
 """Chapter 13's checker: merging the online-softmax states of two parts of the keys. The reference
 is right (merged and normalised, it gives PyTorch's attention over all the keys), the notebook's
 solution passes, and the classic mistakes fail."""
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +10,8 @@ import torch.nn.functional as F
 from attnlib import check
 from attnlib.check import CHECKS
 from attnlib.check.ch13 import _state
+from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 ENTRY = CHECKS["ch13-merge-partials"]
 NEG_INF = float("-inf")
 
@@ -67,13 +65,7 @@ def test_cases_include_the_edge_cases():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    nb = json.loads((ROOT / "notebooks" / "13_tiled_attention.ipynb").read_text(encoding="utf-8"))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    source = next(s for s in cells if s.lstrip().startswith("def merge_partials("))
-    assert "attnlib" not in source, "the solution is written from plain tensors"
-    namespace = {"torch": torch, "math": math}
-    exec(source, namespace)
-    return namespace["merge_partials"]
+    return notebook_solution("13_tiled_attention.ipynb", "merge_partials", ('attnlib',))
 
 
 def test_the_solutions_pass(capsys):

@@ -1,0 +1,26 @@
+"""The solution a chapter's notebook gives for its coding exercise, for the checkers' tests."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def notebook_solution(notebook: str, function: str, forbidden: tuple[str, ...] = ("attnlib",)):
+    """Run the cell of ``notebooks/<notebook>`` that defines ``function`` and return the function.
+
+    ``forbidden``: names the solution must not use (it is written from plain tensors).
+    """
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    source = next(s for s in cells if s.lstrip().startswith(f"def {function}("))
+    used = [name for name in forbidden if name in source]
+    assert not used, f"the solution is written from plain tensors, without {used}"
+    assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source
+    namespace = {"torch": torch, "math": math}
+    exec(source, namespace)
+    return namespace[function]

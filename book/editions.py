@@ -34,6 +34,7 @@ BUILD = ROOT / "_build"
 WORK = BUILD / "editions"          # generated configs and the intermediate builds
 HTML = BUILD / "html"              # English; the Chinese edition goes to HTML / "zh"
 ZH_TITLE = "一步一步理解自注意力"
+ZH_CAPTIONS = {"Before you start": "开始之前", "Chapters": "章节", "Reference": "参考"}  # the parts of _toc.yml
 
 
 def _bin(name: str) -> str:
@@ -58,6 +59,8 @@ def _config(kind: str) -> Path:
         cfg["title"] = ZH_TITLE
         config["language"] = LANG
         config["locale_dirs"] = [str(LOCALES)]
+        config["togglebutton_hint"] = "点击展开"         # sphinx-togglebutton has no zh_CN catalog
+        config["togglebutton_hint_hide"] = "点击收起"
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / f"_config_{kind}.yml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -116,10 +119,25 @@ def catalogs() -> None:
                    cwd=ROOT, check=True)
 
 
+def _toc_zh() -> Path:
+    """_toc.yml with the parts' captions in Chinese (a new part needs its caption in ZH_CAPTIONS)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc.get("parts", []):
+        if "caption" in part:
+            if part["caption"] not in ZH_CAPTIONS:
+                raise SystemExit(f"book/editions.py: no Chinese caption for the part {part['caption']!r} "
+                                 "of _toc.yml: add it to ZH_CAPTIONS")
+            part["caption"] = ZH_CAPTIONS[part["caption"]]
+    WORK.mkdir(parents=True, exist_ok=True)
+    path = WORK / "_toc_zh.yml"
+    path.write_text(yaml.safe_dump(toc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def build_zh() -> None:
     """The Chinese edition into _build/html/zh (after the English one, which it links to)."""
     tmp = WORK / "zh"
-    _jupyter_book("--config", str(_config("zh")), "--path-output", str(tmp), "--all")
+    _jupyter_book("--config", str(_config("zh")), "--toc", str(_toc_zh()), "--path-output", str(tmp), "--all")
     shutil.rmtree(HTML / "zh", ignore_errors=True)
     shutil.copytree(tmp / "_build" / "html", HTML / "zh")
 

@@ -23,11 +23,16 @@ The translation is given the data of the notebook it belongs to.
 
 Exercise titles (the argument of sphinx-exercise's ``exercise`` directive) carry no
 source line, so Sphinx would neither extract nor translate them; they are marked
-translatable here.
+translatable here. And sphinx-exercise's own zh_CN catalog lacks "Solution":
+``locales/zh_CN/LC_MESSAGES/exercise.po`` supplies it.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from sphinx.transforms import SphinxTransform
+
+LOCALES = Path(__file__).resolve().parents[2] / "locales"  # book/_ext -> the repository's locales/
 
 _NB_RENDERERS: dict = {}  # docname -> the notebook's myst-nb renderer (which holds its glue data)
 
@@ -101,11 +106,26 @@ def _edition_link(app, pagename, templatename, context, doctree):
     context["body"] = link + context["body"]
 
 
+def _exercise_labels(app):
+    """Add the course's catalog for sphinx-exercise's labels, behind sphinx-exercise's own."""
+    language = app.config.language or "en"
+    if language == "en" or not (LOCALES / language / "LC_MESSAGES" / "exercise.po").exists():
+        return
+    from sphinx.locale import init
+    from sphinx.util.i18n import CatalogInfo
+
+    info = CatalogInfo(str(LOCALES / language / "LC_MESSAGES"), "exercise", "utf-8")
+    if info.is_outdated():
+        info.write_mo(language)
+    init([str(LOCALES)], language, "exercise")
+
+
 def setup(app):
     # early: html-page-context stops at the first handler that returns a template name
     app.connect("html-page-context", _keep_needed_scripts, priority=100)
     app.connect("html-page-context", _edition_link)
     app.add_transform(_TranslatableExerciseTitles)
+    app.connect("builder-inited", _exercise_labels)
     app.connect("config-inited", lambda app, config: _glue_in_translations()
                 if (config.language or "en") != "en" else None)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -4,7 +4,7 @@ The book's Chinese edition is built by Sphinx from gettext catalogs
 (``locales/zh_CN/LC_MESSAGES/notebooks/04_masking.po``): one message per
 paragraph, heading, list item, table cell or figure caption. A learner who works
 in JupyterLab wants the same text in the notebook itself, so this module applies
-the same catalogs to a notebook's markdown cells and figure captions. Code cells
+the same catalogs to a notebook's markdown cells and figure captions and alt text. Code cells
 and their outputs are copied untouched: every number is the one of the English
 notebook.
 
@@ -95,11 +95,15 @@ def translate_notebook(nb, catalog: dict[str, str]) -> tuple[object, set[str]]:
     nb = copy.deepcopy(nb)
     placed: set[str] = set()
     for cell in nb.cells:
-        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+        mystnb = cell.get("metadata", {}).get("mystnb", {})
+        figure, image = mystnb.get("figure", {}), mystnb.get("image", {})
         caption = " ".join(figure.get("caption", "").split())
         if caption in catalog:
             figure["caption"] = catalog[caption]
             placed.add(caption)
+        if image.get("alt") in catalog:              # the figure's alt text
+            placed.add(image["alt"])
+            image["alt"] = catalog[image["alt"]]
         if cell.cell_type == "markdown":
             cell.source, done = translate_markdown(cell.source, catalog)
             placed |= done

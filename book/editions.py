@@ -89,8 +89,10 @@ EXERCISE = re.compile(r"^[ \t]*`{3,}\{exercise\}[ \t]+(\S.*?)[ \t]*$", re.M)
 
 
 def _add_exercise_titles(pot_dir: Path) -> None:
-    """Exercise titles, which the gettext builder misses (sphinx-exercise's post-transforms rebuild
-    the title without a source), are added to their chapter's template by hand."""
+    """Exercise titles and the figures' alt text, which the gettext builder misses, are added to
+    their chapter's template by hand. (sphinx-exercise's post-transforms rebuild the title without a
+    source; an image node gets no uid. Sphinx's Locale transform translates both once they are in
+    the catalog.)"""
     import nbformat
     import polib
 
@@ -102,6 +104,10 @@ def _add_exercise_titles(pot_dir: Path) -> None:
         known = {e.msgid for e in pot}
         nb = nbformat.read(nb_path, as_version=4)
         for i, cell in enumerate(nb.cells):
+            alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
+            if alt and alt not in known:
+                known.add(alt)
+                pot.append(polib.POEntry(msgid=alt, msgstr="", occurrences=[(f"notebooks/{nb_path.name}", str(i))]))
             if cell.cell_type != "markdown":
                 continue
             for title in EXERCISE.findall(cell.source):

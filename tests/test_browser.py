@@ -121,6 +121,8 @@ def test_chinese_chapter_page(browser, site, chapter):
     page = _check_page(browser, site, f"{site}/zh/notebooks/{chapter}.html", SHOTS / "zh" / f"{chapter}.png")
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["title"]), f"not a Chinese title: {page['title']!r}"
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["text"][:2000])
+    english_alt = [alt for alt in page["alts"] if not any("\u4e00" <= ch <= "\u9fff" for ch in alt)]
+    assert not english_alt, f"figures whose alt text is not in Chinese: {english_alt}"
     link = browser.find_element(By.CSS_SELECTOR, "a.edition-link")
     assert link.text.strip() == "English"
     browser.execute_script("arguments[0].click();", link)

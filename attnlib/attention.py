@@ -90,6 +90,18 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor 
     return softmax(scores, dim=-1)  # (..., T_q, T_k), softmax over the keys
 
 
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """q and k as qk_scores wants them; v float, of q's rank, dtype and device, one row per key."""
+    _check_qk(q, k)
+    ensure_float("v", v)
+    if v.dim() != q.dim():
+        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
+    if v.shape[-2] != k.shape[-2]:
+        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
+    if v.dtype != q.dtype or v.device != q.device:
+        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               attn_mask: torch.Tensor | None = None, is_causal: bool = False,
               scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,14 +137,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         tensor([[1., 1., 1., 1., 1.],
                 [1., 1., 1., 1., 1.]])
     """
-    _check_qk(q, k)
-    ensure_float("v", v)
-    if v.dim() != q.dim():
-        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
-    if v.shape[-2] != k.shape[-2]:
-        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
-    if v.dtype != q.dtype or v.device != q.device:
-        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
+    _check_qkv(q, k, v)
     _batch_shape(("q", q), ("k", k), ("v", v))
     weights = attention_weights(q, k, attn_mask, is_causal, scale)  # (..., T_q, T_k)
     out = weights @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)

@@ -34,7 +34,8 @@ import sys
 import torch
 
 from ._validate import describe, ensure_float, fail
-from .scores import _batch_shape, _check_qk, _check_scale
+from .attention import _check_qkv
+from .scores import _batch_shape, _check_scale
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan", "peak_memory"]
 
@@ -183,14 +184,7 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         >>> torch.allclose(out, attention(q, k, v, is_causal=True)[0], atol=1e-6)
         True
     """
-    _check_qk(q, k)
-    ensure_float("v", v)
-    if v.dim() != q.dim():
-        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
-    if v.shape[-2] != k.shape[-2]:
-        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
-    if v.dtype != q.dtype or v.device != q.device:
-        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
+    _check_qkv(q, k, v)
     b = _check_block_size(block_size)
     if not isinstance(is_causal, bool):
         raise fail("is_causal", "True or False", describe(is_causal))

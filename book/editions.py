@@ -211,9 +211,10 @@ def terminology() -> tuple[list[tuple[re.Pattern, str]], list[str]]:
     text = (LOCALES / LANG / "terminology.md").read_text(encoding="utf-8")
     terms, never = [], []
     for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
-        cells = [c.replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))] if cells else []
-        cells = [c.strip() for c in cells]
+        if not line.startswith("|"):
+            continue
+        # table cells; "\\|" inside a cell is a literal | (in the regular expressions)
+        cells = [c.replace("\\|", "|").strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) == 3 and cells[0].startswith("`") and cells[0].endswith("`"):
             terms.append((re.compile(rf"\b(?:{cells[0][1:-1]})\b", re.I), cells[1]))
         elif len(cells) == 2 and CJK.search(cells[0]) and not cells[0].startswith("never"):

@@ -5,11 +5,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book catalogs notebooks-zh test lab benchmark clean
+.PHONY: help book catalogs notebooks notebooks-zh test lab benchmark clean
 
 help:
 	@echo "make book       build the book, English into _build/html and Chinese into _build/html/zh"
 	@echo "make catalogs   after changing English text: update the Chinese catalogs in locales/"
+	@echo "make notebooks  re-execute every chapter notebook in place, in a fresh kernel, top to bottom"
 	@echo "make notebooks-zh  Chinese notebooks in notebooks/zh/, from the catalogs (for make lab)"
 	@echo "make test       run the whole test suite (unit, doctests, nbval strict, book build)"
 	@echo "make lab        open the notebooks in JupyterLab"
@@ -26,6 +27,9 @@ book: $(STAMP)
 
 catalogs: $(STAMP)
 	$(BIN)/python book/editions.py catalogs
+
+notebooks: $(STAMP)
+	$(BIN)/python book/execute.py
 
 notebooks-zh: $(STAMP)
 	$(BIN)/python book/editions.py notebooks

@@ -28,15 +28,15 @@ Chapter                         Module          Functions
 9 Order and position            ``positions``   ``sinusoidal_positions``, ``apply_rope`` (RoPE);
                                 ``model``       ``GPT.pos_emb`` (learned positions)
 10 Watching attention learn     ``train``,      ``reverse_batch``, ``next_token_loss``, ``train``;
-                                ``model``       ``GPT.forward(ids, return_weights=True)``
-11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``;
-                                                measured with ``peak_memory`` (module ``tiled``)
+                                ``model``       ``GPT.forward(ids, need_weights=True)``
+11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``,
+                                                ``peak_memory`` (measured, CPU or CUDA)
 12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
                                 ``multihead``,  ``KVCache``, ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
                                 ``masks``,      ``causal_mask(..., align="bottom_right")``;
                                 ``params``      ``kv_cache_bytes``
-13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``,
-                                                ``peak_memory`` (measured, CPU or CUDA)
+13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``;
+                                ``cost``        ``peak_memory`` (chapter 11's, reused)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
                                                 ``loss_curve``, ``scaling``
@@ -72,7 +72,7 @@ The API, with shapes::
     GPTConfig(vocab_size, context_length, d_model, n_layers, n_heads, d_ff=None, bias=True,
               tie_embeddings=True, n_kv_heads=None); GPT2_SMALL, GPT2_MEDIUM, GPT2_LARGE, GPT2_XL, GPT3_175B
     TransformerBlock(config), GPT(config)    # GPT-2 (pre-norm); GPT.forward(ids (B, T)) -> (B, T, vocab_size)
-        GPT.forward(ids, return_weights=True) -> (logits, [weights (B, n_heads, T, T), one per layer])
+        GPT.forward(ids, need_weights=True) -> (logits, [weights (B, n_heads, T, T), one per layer])
         GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
         GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
     attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
@@ -95,11 +95,11 @@ The API, with shapes::
     attention_memory(T_q, d_model, n_heads, B=1, T_k=None, dtype=float32) -> {tensor: bytes}
                                   # weights: B n_heads T_q T_k numbers; q, k, v, out: B T d each
     loglog_slope(xs, ys) -> p                 # y ≈ c x^p: least-squares slope of log y on log x
+    peak_memory(fn, device=None) -> (fn(), peak bytes allocated during the call)
     tiled_attention(q, k, v, block_size=256, is_causal=False, scale=None) -> (..., T_q, d_v)
                                   # = attention(...)[0], one (block, block) tile of scores at a time
     online_softmax(x (..., n), block_size=256) -> (..., n)        # = softmax(x), running max and sum
     tile_plan(T_q, T_k, block_size=256, is_causal=False) -> (n_q_blocks, n_k_blocks)  # 0 skip, 1, 2 masked
-    peak_memory(fn, device=None) -> (fn(), peak bytes allocated during the call)
 
 Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
 what was expected and what was received.
@@ -122,8 +122,8 @@ from .params import (attention_params, count_params, gpt_params, layernorm_param
 from .params import kv_cache_bytes
 from .positions import apply_rope, sinusoidal_positions
 from .train import next_token_loss, reverse_batch, train
-from .tiled import online_softmax, peak_memory, tile_plan, tiled_attention
-from .cost import attention_flops, attention_memory, loglog_slope
+from .tiled import online_softmax, tile_plan, tiled_attention
+from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from . import check, examples, plot
 
 __all__ = [
@@ -139,7 +139,7 @@ __all__ = [
     "KVCache", "repeat_kv", "kv_cache_bytes",
     "sinusoidal_positions", "apply_rope",
     "reverse_batch", "next_token_loss", "train",
-    "tiled_attention", "online_softmax", "tile_plan", "peak_memory",
-    "attention_flops", "attention_memory", "loglog_slope",
+    "tiled_attention", "online_softmax", "tile_plan",
+    "attention_flops", "attention_memory", "loglog_slope", "peak_memory",
     "check", "examples", "plot",
 ]

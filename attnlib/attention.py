@@ -81,7 +81,7 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor 
     T_q, T_k = q.shape[-2], k.shape[-2]
     _check_mask(attn_mask, is_causal, _batch_shape(("q", q), ("k", k)) + (T_q, T_k), q.device)
     scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
-    if is_causal:
+    if is_causal and T_q and T_k:  # an empty side needs no mask: T_k = 0 gives zeros, as in SDPA
         attn_mask = causal_mask(T_q, T_k, device=q.device)  # (T_q, T_k)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         scores = scores.masked_fill(~attn_mask, float("-inf"))  # blocked keys -> -inf

@@ -24,14 +24,17 @@ output hold ``B T d`` each: the weights are the larger as soon as ``T > d_head``
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 from typing import Sequence
 
 import torch
 
 from ._validate import describe, ensure_positive_int, fail
 
-__all__ = ["attention_flops", "attention_memory", "loglog_slope"]
+__all__ = ["attention_flops", "attention_memory", "loglog_slope", "peak_memory"]
 
 
 def _sizes(T_q, d_model, n_heads, B, T_k) -> tuple[int, int, int, int, int]:
@@ -174,3 +177,81 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     if sxx == 0:
         raise fail("xs", "at least two different values", f"{x}")
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sxx
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Send what C++ code writes to file descriptor 2 to /dev/null for the block (not Python's
+    warnings: they are raised by ``fn``, outside these blocks)."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:                                          # no file descriptor 2: nothing to hide
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peak_memory(fn, device=None) -> tuple:
+    """Run ``fn()`` and measure the peak of the memory it allocates: ``(result, peak_bytes)``.
+
+    ``peak_bytes`` is the largest total, at any moment during the call, of the bytes that
+    PyTorch's allocator handed out on ``device`` minus those it took back, counted from 0
+    at the start: every temporary tensor counts while it lives, and so does the result.
+    It is measured, not computed from shapes. On the CPU, where PyTorch keeps no peak
+    statistic, ``torch.profiler`` with ``profile_memory=True`` records each allocation
+    and each free with its size and time, and the running sum's maximum is the peak (the
+    first profiled call in a process takes a second or two to start the profiler).
+    On a CUDA device it is ``torch.cuda.max_memory_allocated`` minus the memory allocated
+    before the call. Memory that Python objects or the allocator's caches hold is not counted.
+
+    Args:
+        fn: a function of no arguments, e.g. ``lambda: attention(q, k, v)``.
+        device: where to measure, ``"cpu"`` (default) or a CUDA device, e.g. ``q.device``.
+
+    Returns:
+        ``(fn(), peak_bytes)``, ``peak_bytes`` an int.
+
+    Example:
+        >>> _, peak = peak_memory(lambda: torch.empty(256, 1024))   # float32: 1 MiB
+        >>> peak == 2**20
+        True
+        >>> _, peak = peak_memory(lambda: torch.zeros(256, 1024).exp())   # the input and the result
+        >>> peak == 2 * 2**20
+        True
+    """
+    if not callable(fn):
+        raise fail("fn", "a function of no arguments (e.g. lambda: attention(q, k, v))", describe(fn))
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        return result, torch.cuda.max_memory_allocated(device) - before
+    if device.type != "cpu":
+        raise fail("device", '"cpu" or a CUDA device', describe(device))
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():                                    # the profiler logs "profiler_start" there
+        prof.start()
+    try:
+        result = fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    total = peak = 0
+    for _, nbytes in events:                                 # allocations > 0, frees < 0, in time order
+        total += nbytes
+        peak = max(peak, total)
+    return result, peak

@@ -20,7 +20,10 @@ function there, and compares the results here, in the grader's own process,
 with attnlib's reference (``attnlib.check``). Whatever the notebook does to its
 check cells, or to ``check`` itself, it is graded on what its functions return.
 A syntax error, an exception, an endless loop or a missing function costs that
-exercise only. The submission file is only read.
+exercise only, and so does calling the answer: while the student's function runs,
+a call of what the exercise asks the learner to write (attnlib's own version, or
+any checker's reference) scores 0 with a message that says so
+(``attnlib.check.forbidding``). The submission file is only read.
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ import nbformat
 import torch
 
 from .check import CHECKS, Check, compare
+from .check._core import GUARD_SOURCE, forbidden_spec
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION_START = re.compile(r"^\s*[`:]{3,}\s*\{solution-start\}\s*(\S+)", re.M)
@@ -200,19 +204,35 @@ def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list
 # ------------------------------------------------------------------ grade
 
 # Runs inside the student's kernel: call the function on the cases, save what came back.
+# The student's function runs under the guard of attnlib.check.forbidding, its source and the
+# exercise's spec sent along (not taken from the kernel's attnlib.check, which the notebook may
+# have changed): calling the answer is recorded and costs the exercise.
 _RUN_CASES = """
-def __attnlib_run_cases(name, cases_path, results_path):
+def __attnlib_run_cases(name, spec, cases_path, results_path):
+    import sys
     import torch
+    guard = {{}}
+    exec({guard!r}, guard)
+    codes = guard["_resolve"](spec)
     fn = globals().get(name)
     if not callable(fn):
         torch.save({{"missing": True}}, results_path)
         return
     results = []
     for args in torch.load(cases_path, weights_only=True):
+        forbidden = []
+        sys.setprofile(guard["_watching"](codes, forbidden, RuntimeError))
         try:
             got = fn(*args)
         except Exception as e:  # not KeyboardInterrupt: the grader's interrupt must stop the loop
-            results.append({{"error": type(e).__name__, "message": str(e)}})
+            got = e
+        finally:
+            sys.setprofile(None)
+        if forbidden:
+            results.append({{"forbidden": forbidden[0]}})
+            break
+        if isinstance(got, Exception):
+            results.append({{"error": type(got).__name__, "message": str(got)}})
             continue
         if isinstance(got, torch.Tensor):
             got = got.detach().cpu()
@@ -222,7 +242,7 @@ def __attnlib_run_cases(name, cases_path, results_path):
             got = {{"type": type(got).__name__}}
         results.append({{"value": got}})
     torch.save({{"missing": False, "results": results}}, results_path)
-__attnlib_run_cases({name!r}, {cases!r}, {results!r})
+__attnlib_run_cases({name!r}, {spec!r}, {cases!r}, {results!r})
 del __attnlib_run_cases
 """
 
@@ -233,7 +253,7 @@ class Result:
     function: str
     points: int
     max_points: int
-    result: str   # pass, fail, error, timeout, missing
+    result: str   # pass, fail, error, timeout, missing, forbidden
     message: str
 
 
@@ -319,7 +339,8 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
     cases_path, results_path = tmp / f"{check.exercise}.cases.pt", tmp / f"{check.exercise}.results.pt"
     torch.save([args for _, args in cases], cases_path)
     cell = nbformat.v4.new_code_cell(_RUN_CASES.format(
-        name=check.function, cases=str(cases_path), results=str(results_path)))
+        name=check.function, spec=forbidden_spec(check.exercise), guard=GUARD_SOURCE,
+        cases=str(cases_path), results=str(results_path)))
     client.nb.cells.append(cell)  # nbclient stores outputs into the notebook's cell list
     started = time.monotonic()
     client.execute_cell(cell, len(client.nb.cells) - 1)
@@ -339,6 +360,9 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
     if recorded["missing"]:
         return result(0, "missing", f"no function named {check.function} was defined "
                                     "(did its cell raise an error?)")
+    forbidden = [r["forbidden"] for r in recorded["results"] if "forbidden" in r]
+    if forbidden:
+        return result(0, "forbidden", f"{check.function}: {forbidden[0]}")
     try:
         n = compare(check.function, _replay(recorded["results"]), cases, check.reference,
                     check.hint, check.atol, check.rtol)

@@ -137,6 +137,16 @@ class TransformerBlock(nn.Module):
         return (x, weights) if need_weights else x
 
 
+def _renamed(old: str, new: str, old_value, new_value):
+    """The value of an argument passed under its old name, with a DeprecationWarning."""
+    import warnings
+
+    if new_value is not False:
+        raise fail(old, f"not given together with {new} (its new name)", f"{old}={old_value!r}, {new}={new_value!r}")
+    warnings.warn(f"{old} is deprecated: use {new}={old_value!r}", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
 class GPT(nn.Module):
     """A GPT-2 style language model: token ids ``(B, T)`` -> next-token logits ``(B, T, vocab_size)``.
 
@@ -181,15 +191,19 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: torch.Tensor, return_weights: bool = False,
-                kv_cache: list[KVCache] | None = None
+    def forward(self, ids: torch.Tensor, need_weights: bool = False,
+                kv_cache: list[KVCache] | None = None, *, return_weights: bool | None = None
                 ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``.
 
-        With ``return_weights=True`` it returns ``(logits, weights)``, ``weights`` a list with
+        With ``need_weights=True`` it returns ``(logits, weights)``, ``weights`` a list with
         one ``(B, n_heads, T, T)`` tensor per block: every layer's attention weights
         ``softmax(Q_h K_h^T / sqrt(d_head) + M)``, from the same forward pass. The default
         (False) takes the fast path, ``F.scaled_dot_product_attention``, and keeps none.
+        ``need_weights`` is the flag's name in every attnlib layer (``TransformerBlock``,
+        ``MultiHeadAttention``) and in ``nn.MultiheadAttention``; the block and the model
+        return ``(output, weights)`` when it is True and the output alone otherwise.
+        ``return_weights``, its old name, still works and warns (``DeprecationWarning``).
 
         With ``kv_cache``, a list of one :class:`~attnlib.multihead.KVCache` per block that
         already holds ``T_cached`` tokens, ``ids`` are the **next** ``T`` tokens: they get the
@@ -200,7 +214,7 @@ class GPT(nn.Module):
         Example:
             >>> _ = torch.manual_seed(0)
             >>> model = GPT(GPTConfig(vocab_size=10, context_length=8, d_model=16, n_layers=2, n_heads=4))
-            >>> logits, weights = model(torch.tensor([[1, 2, 3]]), return_weights=True)
+            >>> logits, weights = model(torch.tensor([[1, 2, 3]]), need_weights=True)
             >>> logits.shape, len(weights), weights[0].shape       # one (B, n_heads, T, T) per layer
             (torch.Size([1, 3, 10]), 2, torch.Size([1, 4, 3, 3]))
             >>> weights[1][0, 0, 0].tolist()                       # token 0 sees only itself
@@ -211,9 +225,11 @@ class GPT(nn.Module):
             >>> len(cache[0]), torch.allclose(last[0, -1], logits[0, -1], atol=1e-6)
             (3, True)
         """
-        x, weights = self._hidden(ids, return_weights, kv_cache)  # (B, T, d_model), after ln_f
+        if return_weights is not None:
+            need_weights = _renamed("return_weights", "need_weights", return_weights, need_weights)
+        x, weights = self._hidden(ids, need_weights, kv_cache)  # (B, T, d_model), after ln_f
         logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
-        return (logits, weights) if return_weights else logits
+        return (logits, weights) if need_weights else logits
 
     def _check_ids(self, ids, T_cached: int = 0) -> None:
         cfg = self.config
@@ -249,11 +265,11 @@ class GPT(nn.Module):
                        f"B = {batch}")
         return lengths.pop()
 
-    def _hidden(self, ids: torch.Tensor, return_weights: bool = False,
+    def _hidden(self, ids: torch.Tensor, need_weights: bool = False,
                 kv_cache: list[KVCache] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
-        if not isinstance(return_weights, bool):
-            raise fail("return_weights", "True or False", describe(return_weights))
+        if not isinstance(need_weights, bool):
+            raise fail("need_weights", "True or False", describe(need_weights))
         ensure_tensor("ids", ids)
         T_cached = 0 if kv_cache is None else self._check_cache(kv_cache, ids.shape[0] if ids.dim() else 0)
         self._check_ids(ids, T_cached)
@@ -263,7 +279,7 @@ class GPT(nn.Module):
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
         weights = []
         for block, cache in zip(self.blocks, caches):
-            if return_weights:
+            if need_weights:
                 x, w = block(x, need_weights=True, kv_cache=cache)  # (B, T, d_model), w: (B, n_heads, T, T_k)
                 weights.append(w)
             else:

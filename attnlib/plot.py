@@ -100,7 +100,8 @@ def show_matrix(m, title: str = "", row_labels: Sequence[str] | None = None,
 
 def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
                   row_labels: Sequence[str] | None = None, annotate: bool | None = None,
-                  fmt: str = ".2f", cell: float = 0.5):
+                  fmt: str = ".2f", cell: float = 0.5, col_labels: Sequence[str] | None = None,
+                  xlabel: str = ""):
     """Show matrices side by side, with operator symbols between them.
 
     Args:
@@ -111,6 +112,8 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
         row_labels: labels for the rows of every matrix that has as many rows
             and no labels of its own.
         cell: the size of one matrix cell, in inches.
+        col_labels: labels for the columns of every matrix that has as many columns.
+        xlabel: a label under every matrix's columns, e.g. ``"key (0-2 cached, 3-4 new)"``.
 
     Returns the Figure.
     """
@@ -128,7 +131,9 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
         for ax, (title, a, labels) in zip(axes, arrays):
             if labels is None and row_labels is not None and len(row_labels) == a.shape[0]:
                 labels = row_labels
-            _draw(ax, a, title, labels, None, annotate, fmt=fmt)
+            cols = col_labels if col_labels is not None and len(col_labels) == a.shape[1] else None
+            _draw(ax, a, title, labels, cols, annotate, fmt=fmt)
+            ax.set_xlabel(xlabel)
         if ops:
             fig.get_layout_engine().set(wspace=0.06)  # room for the symbols between matrices
             fig.draw_without_rendering()              # settle the layout before reading positions
@@ -324,8 +329,9 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
 
     A cost that grows like ``c x^p`` is a straight line of slope ``p`` on log-log axes,
     ``log y = log c + p log x``; the legend gives each series' slope, fitted by
-    ``attnlib.cost.loglog_slope``. Dashed grey guides of slope 1 and 2 (``∝ T``,
-    ``∝ T²``) pass through the last point of the first series, for comparison.
+    ``attnlib.cost.loglog_slope``. Grey guides of slope 1 and 2 (``∝ T`` dotted,
+    ``∝ T²`` dashed: each slope its own line style) pass through the last point of the
+    first series, for comparison.
 
     Args:
         xs: the sizes, e.g. sequence lengths ``[128, 256, ...]``: positive, at least two.
@@ -376,8 +382,10 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
             p = loglog_slope(x[-n_fit:], y[-n_fit:])
             ax.plot(x, y, marker="o", linewidth=1.6, label=f"{name}: slope {p:.2f}")
         x0, y0 = x[-1], next(iter(curves.values()))[-1]        # guides meet the first series' last point
-        for p in guides:                                        # under the measurements (zorder 1)
-            ax.plot(x, y0 * (x / x0) ** p, linestyle="--", color="#9e9e9e", linewidth=1.0, zorder=1,
+        styles = [":", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]    # one line style per guide, told apart in grey
+        for i, p in enumerate(guides):                          # under the measurements (zorder 1)
+            ax.plot(x, y0 * (x / x0) ** p, linestyle=styles[i % len(styles)], color="#9e9e9e",
+                    linewidth=1.2, zorder=1,
                     label=f"$\\propto {var}$" if p == 1 else f"$\\propto {var}^{{{p:g}}}$")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -11,25 +11,28 @@ old sum is rescaled by ``exp(m_old - m_new)``:
     l_new = exp(m - m_new) * l + sum_j exp(x_j - m_new)
 
 After the last block, ``l`` is the softmax's denominator ``sum_j exp(x_j - max(x))``.
-``tiled_attention`` does the same with a running output ``O``, the weighted sum of the
-value rows seen so far, rescaled by the same factor (Dao et al. 2022, Algorithm 1):
-for each block of queries and each block of keys (a **tile**),
+``tiled_attention`` does the same with a running output ``o``, the weighted sum of the
+value rows seen so far, rescaled by the same factor. Its loop order and its
+unnormalised ``o``, divided by ``l`` once at the end, are those of FlashAttention-2
+(Dao 2023, Algorithm 1): for each block of queries (the outer loop) and each block of
+keys (the inner loop; a query block and a key block make a **tile**),
 
     S      = q_tile k_tile^T * scale                           # (b_q, b_k) scores, masked: -inf
     m_new  = max(m, rowmax(S))                                 # (b_q, 1)
     l_new  = exp(m - m_new) * l + rowsum(exp(S - m_new))       # (b_q, 1)
-    O_new  = exp(m - m_new) * O + exp(S - m_new) @ v_tile      # (b_q, d_v)
+    o_new  = exp(m - m_new) * o + exp(S - m_new) @ v_tile      # (b_q, d_v)
 
-and finally ``out = O / l``. Only tiles of ``block_size x block_size`` scores exist at
-any time, never the full matrix; with ``is_causal=True`` the tiles that lie entirely
-above the diagonal are not computed at all, since every weight in them is 0.
+and finally ``out = o / l``. FlashAttention (Dao et al. 2022, Algorithm 1) computes the
+same output with the loops the other way round, key blocks outside and query blocks
+inside, and keeps its ``O`` normalised after every step (``O = o / l`` at all times:
+each update divides by the new ``l``), so it has no final division.
+Only tiles of ``block_size x block_size`` scores exist at any time, never the full
+matrix; with ``is_causal=True`` the tiles that lie entirely above the diagonal are not
+computed at all, since every weight in them is 0.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import sys
 
 import torch
 
@@ -37,7 +40,7 @@ from ._validate import describe, ensure_float, fail
 from .attention import _check_qkv
 from .scores import _batch_shape, _check_scale
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan", "peak_memory"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan"]
 
 # Chosen with benchmarks/bench_tiled.py (one head, d_head 64, fp32, 2-core CPU): Python runs
 # one loop step per tile, so small tiles are slow (block 64: about 3x the explicit attention's
@@ -144,15 +147,15 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     The same output as ``attention(q, k, v, is_causal=is_causal, scale=scale)[0]`` and
     ``F.scaled_dot_product_attention``, without ever holding the ``(..., T_q, T_k)``
     scores: only one tile of ``block_size x block_size`` scores at a time. For each block
-    of queries (``b_q <= block_size`` rows), with ``m = -inf``, ``l = 0``, ``O = 0``, and
+    of queries (``b_q <= block_size`` rows), with ``m = -inf``, ``l = 0``, ``o = 0``, and
     for each block of keys and values (``b_k`` rows):
 
         S     = q_tile @ k_tile^T * scale        # (..., b_q, b_k); causal: -inf where j > i
         m_new = max(m, rowmax(S))                # (..., b_q, 1)
         l_new = e^(m - m_new) * l + rowsum(e^(S - m_new))
-        O_new = e^(m - m_new) * O + e^(S - m_new) @ v_tile       # (..., b_q, d_v)
+        o_new = e^(m - m_new) * o + e^(S - m_new) @ v_tile       # (..., b_q, d_v)
 
-    then ``out = O / l``. The factor ``e^(m - m_new)`` rescales what was summed against
+    then ``out = o / l`` (FlashAttention-2's order and its one division at the end). The factor ``e^(m - m_new)`` rescales what was summed against
     the old maximum to the new one (it is 1 when the maximum did not grow). With
     ``is_causal`` the key blocks entirely above the diagonal are skipped, and only the
     tiles that cross it are masked (``tile_plan`` shows which). Python loops over the
@@ -214,81 +217,3 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             m = m_new
         out[..., q_start:q_stop, :] = o / l.masked_fill(l == 0, 1.0)   # no key at all: 0 / 1 = 0
     return out
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Send what C++ code writes to file descriptor 2 to /dev/null for the block (not Python's
-    warnings: they are raised by ``fn``, outside these blocks)."""
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:                                          # no file descriptor 2: nothing to hide
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_memory(fn, device=None) -> tuple:
-    """Run ``fn()`` and measure the peak of the memory it allocates: ``(result, peak_bytes)``.
-
-    ``peak_bytes`` is the largest total, at any moment during the call, of the bytes that
-    PyTorch's allocator handed out on ``device`` minus those it took back, counted from 0
-    at the start: every temporary tensor counts while it lives, and so does the result.
-    It is measured, not computed from shapes. On the CPU, where PyTorch keeps no peak
-    statistic, ``torch.profiler`` with ``profile_memory=True`` records each allocation
-    and each free with its size and time, and the running sum's maximum is the peak (the
-    first profiled call in a process takes a second or two to start the profiler).
-    On a CUDA device it is ``torch.cuda.max_memory_allocated`` minus the memory allocated
-    before the call. Memory that Python objects or the allocator's caches hold is not counted.
-
-    Args:
-        fn: a function of no arguments, e.g. ``lambda: tiled_attention(q, k, v)``.
-        device: where to measure, ``"cpu"`` (default) or a CUDA device, e.g. ``q.device``.
-
-    Returns:
-        ``(fn(), peak_bytes)``, ``peak_bytes`` an int.
-
-    Example:
-        >>> _, peak = peak_memory(lambda: torch.empty(256, 1024))   # float32: 1 MiB
-        >>> peak == 2**20
-        True
-        >>> _, peak = peak_memory(lambda: torch.zeros(256, 1024).exp())   # the input and the result
-        >>> peak == 2 * 2**20
-        True
-    """
-    if not callable(fn):
-        raise fail("fn", "a function of no arguments (e.g. lambda: tiled_attention(q, k, v))", describe(fn))
-    device = torch.device("cpu" if device is None else device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        result = fn()
-        torch.cuda.synchronize(device)
-        return result, torch.cuda.max_memory_allocated(device) - before
-    if device.type != "cpu":
-        raise fail("device", '"cpu" or a CUDA device', describe(device))
-    from torch.profiler import ProfilerActivity, profile
-
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():                                    # the profiler logs "profiler_start" there
-        prof.start()
-    try:
-        result = fn()
-    finally:
-        with _quiet_stderr():
-            prof.stop()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
-    total = peak = 0
-    for _, nbytes in events:                                 # allocations > 0, frees < 0, in time order
-        total += nbytes
-        peak = max(peak, total)
-    return result, peak

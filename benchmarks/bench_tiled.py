@@ -11,7 +11,7 @@ weights):
 
 * **peak extra memory at T = 8192**: the most bytes allocated at any moment during one call,
   counted from 0 at its start, temporaries and result included, measured by
-  ``attnlib.tiled.peak_memory`` (every allocation and free recorded by ``torch.profiler``).
+  ``attnlib.cost.peak_memory`` (every allocation and free recorded by ``torch.profiler``).
   ``F.scaled_dot_product_attention`` is measured too, for reference, on the 4-D tensors and
   on the same numbers as 3-D tensors ``(1, T, 64)``: in torch 2.13.0 on the CPU the first go
   to its tiled ("flash") kernel, the second to the math path, which builds the full matrix.
@@ -40,7 +40,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a clone, uninstalled
 
 from attnlib.attention import attention  # noqa: E402
-from attnlib.tiled import DEFAULT_BLOCK_SIZE, peak_memory, tiled_attention  # noqa: E402
+from attnlib.cost import peak_memory  # noqa: E402
+from attnlib.tiled import DEFAULT_BLOCK_SIZE, tiled_attention  # noqa: E402
 from _machine import cpu_model  # noqa: E402  (benchmarks/_machine.py, next to this script)
 
 MiB = 2**20

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def notebook_solution(notebook: str, function: str, forbidden: tuple[str, ...] = ("attnlib",)):
     """Run the cell of ``notebooks/<notebook>`` that defines ``function`` and return the function.
 
-    ``forbidden``: names the solution must not use (it is written from plain tensors).
+    ``forbidden``: names the solution must not use (it is written from plain tensors). A
+    solution allowed to use attnlib (``forbidden`` without it) finds it in its namespace.
     """
     nb = json.loads((ROOT / "notebooks" / notebook).read_text(encoding="utf-8"))
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
@@ -21,6 +22,17 @@ def notebook_solution(notebook: str, function: str, forbidden: tuple[str, ...] =
     used = [name for name in forbidden if name in source]
     assert not used, f"the solution is written from plain tensors, without {used}"
     assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source
-    namespace = {"torch": torch, "math": math}
-    exec(source, namespace)
+    import attnlib
+
+    namespace = {"torch": torch, "math": math, "attnlib": attnlib}
+    exec(compile(source, f"{notebook}:{function}", "exec"), namespace)
     return namespace[function]
+
+
+def solution_of(exercise: str):
+    """The notebook's own solution of a coding exercise (``ch04-reach``), found by the chapter number."""
+    from attnlib.check import CHECKS
+
+    chapter = exercise[2:4]
+    (notebook,) = [p.name for p in (ROOT / "notebooks").glob(f"{chapter}_*.ipynb")]
+    return notebook_solution(notebook, CHECKS[exercise].function, forbidden=())

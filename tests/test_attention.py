@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from attnlib._validate import AttnlibError
 from attnlib.attention import attention, attention_weights
 from attnlib.masks import causal_mask, padding_mask
+from attnlib.tiled import tiled_attention
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True, database=None)  # deterministic CI
 NEG_INF = float("-inf")
@@ -122,15 +123,28 @@ def test_fully_masked_rows_give_zeros_never_nan(kind):
     assert torch.isfinite(qg.grad).all()
 
 
-def test_no_keys_gives_zeros_like_sdpa():
-    """T_k = 0: no key to attend to, as a fully masked row: zeros, as SDPA returns."""
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_no_keys_gives_zeros_like_sdpa(is_causal):
+    """T_k = 0: no key to attend to, as a fully masked row: zeros, as SDPA returns, with or
+    without is_causal; and tiled_attention agrees (one behaviour across the three)."""
     g = torch.Generator().manual_seed(6)
     q = torch.randn(2, 3, 4, generator=g)
     k, v = torch.empty(2, 0, 4), torch.empty(2, 0, 5)
-    out, weights = attention(q, k, v)
+    out, weights = attention(q, k, v, is_causal=is_causal)
     assert out.shape == (2, 3, 5) and weights.shape == (2, 3, 0)
     assert (out == 0).all()
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
+    torch.testing.assert_close(out, tiled_attention(q, k, v, is_causal=is_causal))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_no_queries_gives_an_empty_output_like_sdpa(is_causal):
+    g = torch.Generator().manual_seed(7)
+    q, k, v = torch.empty(2, 0, 4), torch.randn(2, 3, 4, generator=g), torch.randn(2, 3, 5, generator=g)
+    out, weights = attention(q, k, v, is_causal=is_causal)
+    assert out.shape == (2, 0, 5) and weights.shape == (2, 0, 3)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
+    torch.testing.assert_close(out, tiled_attention(q, k, v, is_causal=is_causal))
 
 
 def test_attention_is_causal():

@@ -217,3 +217,32 @@ def test_errata_numbers_come_from_the_chapters():
                 continue                                              # 0-9: counts, indices
             assert plain in texts[path], (f"errata row of {label} states {number}, which {path.name} neither "
                                           "computes nor prints: glue it or print it there")
+
+
+def _toc_chapters() -> list[str]:
+    """The chapter notebooks in the order of _toc.yml: ["01_embeddings", ...]."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
+    return [Path(f).stem for f in files if re.match(r"^\d\d_", Path(f).name)]
+
+
+NEXT = re.compile(r"^Next, (?:\{doc\}`)?chapter (\d+)(?: <\.\./notebooks/([\w]+)>`)?", re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_next_points_to_the_next_chapter_in_the_toc(path):
+    """A chapter's main path ends with one "Next, chapter N ..." line, N the chapter that follows
+    it in _toc.yml (a chapter inserted later must not be skipped); the last chapter has none."""
+    order = _toc_chapters()
+    assert path.stem in order, f"{path.name} is not in _toc.yml"
+    found = NEXT.findall(_parts(path)["main"])
+    following = order[order.index(path.stem) + 1:]
+    if not following:
+        assert not found, f"{path.name} is the last chapter but says what comes next: {found}"
+        return
+    assert len(found) == 1, f"{path.name}: expected one 'Next, chapter N' line in the main path, found {found}"
+    number, target = found[0]
+    assert int(number) == int(following[0][:2]), f"{path.name}: 'Next' names chapter {number}, the toc has {following[0]}"
+    assert target in ("", following[0]), f"{path.name}: 'Next' links to {target}, the toc has {following[0]}"

@@ -1,8 +1,20 @@
 """The exercise checkers pass correct answers and explain wrong ones."""
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-from attnlib import check, embed, one_hot
+from attnlib import check, embed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _solutions import solution_of  # noqa: E402  (tests/_solutions.py)
+
+
+def one_hot(ids, V):
+    """A right answer to ch01-one-hot that is not attnlib's (which the checker forbids)."""
+    return F.one_hot(ids, V).float()
 
 
 def test_registry_names_exercises_and_functions():
@@ -96,12 +108,13 @@ def _nudge(value):
 
 
 @pytest.mark.parametrize("label", sorted(check.CHECKS))
-def test_every_checker_passes_its_reference_and_rejects_a_near_miss(label, capsys):
+def test_every_checker_passes_the_notebooks_solution_and_rejects_a_near_miss(label, capsys):
     entry = check.CHECKS[label]
-    entry(entry.reference)
-    assert f"check.{entry.function}: all" in capsys.readouterr().out
+    solution = solution_of(label)
+    entry(solution)
+    assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in capsys.readouterr().out
     with pytest.raises(AssertionError, match=r"(?s)wrong value.*case:.*hint:"):
-        entry(lambda *args: _nudge(entry.reference(*args)))
+        entry(lambda *args: _nudge(solution(*args)))
     with pytest.raises(AssertionError, match="not implemented yet"):
         entry(lambda *args: (_ for _ in ()).throw(NotImplementedError()))
 
@@ -138,3 +151,115 @@ def _naive_softmax(x):
 def test_checkers_catch_the_classic_mistakes(name, wrong):
     with pytest.raises(AssertionError, match=r"(?s)case:.*hint:"):
         getattr(check, name)(wrong)
+
+
+# ------------------------------------------------------------------ not calling the answer
+
+@pytest.mark.parametrize("label", sorted(check.CHECKS))
+def test_every_checker_rejects_its_own_reference(label):
+    """Handing the checker its reference scores nothing: it is what the answer is checked against."""
+    entry = check.CHECKS[label]
+    with pytest.raises(AssertionError, match=rf"^{entry.function}: write {entry.function} yourself; "
+                                             r".* is what your answer is checked against$"):
+        entry(entry.reference)
+
+
+def _softmax_by_alias(x):
+    from attnlib.softmax import softmax as my_softmax      # an aliased import
+    return my_softmax(x)
+
+
+def _softmax_by_getattr(x):
+    import attnlib
+    return getattr(attnlib, "soft" + "max")(x)
+
+
+def _softmax_by_registry(x):
+    return check.CHECKS["ch05-stable-softmax"].reference(x)
+
+
+def _softmax_caught(x):
+    """Calls the answer, swallows the error, and returns a right answer anyway."""
+    try:
+        import attnlib
+        return attnlib.softmax(x)
+    except Exception:
+        return _softmax_by_hand(x)
+
+
+def _softmax_by_hand(x):
+    top = x.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    e = torch.exp(x - top)
+    s = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(s == 0, torch.ones_like(s), s)
+
+
+@pytest.mark.parametrize("student", [
+    __import__("attnlib").softmax,                     # directly
+    lambda x: __import__("attnlib").softmax(x),        # called inside the student's function
+    _softmax_by_alias, _softmax_by_getattr, _softmax_by_registry, _softmax_caught,
+    lambda x: __import__("functools").partial(__import__("attnlib").softmax, dim=-1)(x),
+])
+def test_calling_the_answer_fails_however_it_is_reached(student):
+    with pytest.raises(AssertionError, match=r"^stable_softmax: write stable_softmax yourself; attnlib.softmax "
+                                             r"is what your answer is checked against$"):
+        check.stable_softmax(student)
+    check.stable_softmax(_softmax_by_hand)           # the honest answer still passes, and the guard is gone
+    import sys
+    assert sys.getprofile() is None
+
+
+def test_declared_functions_and_other_references_are_forbidden_with_their_reason():
+    import attnlib
+
+    def combine_masks(lengths, T):                      # the exercise says: neither causal_mask nor padding_mask
+        return attnlib.causal_mask(T) & attnlib.padding_mask(lengths, T)
+    with pytest.raises(AssertionError, match="asks you to write combine_masks without attnlib.causal_mask"):
+        check.combine_masks(combine_masks)
+
+    def attend_with_cache(q_new, k_cache, v_cache):     # another exercise's answer, attnlib.softmax, inside
+        group = q_new.shape[1] // k_cache.shape[1]
+        k, v = k_cache.repeat_interleave(group, 1), v_cache.repeat_interleave(group, 1)
+        T_new, T_k = q_new.shape[2], k.shape[2]
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(T_k - T_new)
+        scores = (q_new @ k.transpose(-2, -1) / q_new.shape[-1] ** 0.5).masked_fill(~allowed, float("-inf"))
+        return attnlib.softmax(scores) @ v
+    with pytest.raises(AssertionError, match="attnlib.softmax is the answer to exercise ch05-stable-softmax"):
+        check.attend_with_cache(attend_with_cache)
+
+
+def test_allowed_helpers_keep_working(capsys):
+    """ch01-mean-embedding may use attnlib.one_hot (ch01-one-hot's answer) and attnlib.embed."""
+    import attnlib
+
+    check.mean_embedding(lambda ids, table: (attnlib.one_hot(ids, table.shape[0], dtype=table.dtype)
+                                             .sum(0) / len(ids)) @ table)
+    check.mean_embedding(lambda ids, table: attnlib.embed(ids, table).mean(0))
+    assert capsys.readouterr().out.count("check.mean_embedding: all") == 2
+
+
+def test_every_forbidden_name_resolves_in_a_fresh_namespace():
+    """The grader sends (module, qualname) pairs to the student's kernel: each must resolve."""
+    from attnlib.check._core import GUARD_SOURCE, forbidden_spec
+
+    guard = {}
+    exec(GUARD_SOURCE, guard)
+    for label, entry in check.CHECKS.items():
+        spec = forbidden_spec(label)
+        codes = guard["_resolve"](spec)
+        assert len(codes) == len(spec) and entry.reference.__code__ in codes
+        for name in entry.forbids:
+            assert name in __import__("attnlib").__all__, f"{label}: forbids an unknown name {name}"
+
+
+def test_book_homework_page_shows_the_real_forbidden_message():
+    """book/homework.md quotes what a stable softmax that returns attnlib.softmax(x) is told."""
+    import re
+    import attnlib
+
+    doc = (Path(__file__).resolve().parent.parent / "book" / "homework.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(AssertionError: stable_softmax: write .*?)\n```", doc, re.S).group(1)
+    with pytest.raises(AssertionError) as info:
+        check.stable_softmax(lambda x: attnlib.softmax(x))
+    assert shown == f"AssertionError: {info.value}"

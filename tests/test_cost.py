@@ -173,3 +173,12 @@ def test_loglog_slope_recovers_powers():
 def test_bad_input_is_named(call, fragments):
     with raises(*fragments):
         call()
+
+
+def test_peak_memory_lives_with_the_cost_tools():
+    """Chapter 11 measures with peak_memory first: it is defined in attnlib.cost, re-exported as attnlib.peak_memory."""
+    import attnlib
+    import attnlib.tiled
+
+    assert attnlib.peak_memory is peak_memory and peak_memory.__module__ == "attnlib.cost"
+    assert not hasattr(attnlib.tiled, "peak_memory")

@@ -271,6 +271,39 @@ check.one_hot_rows(one_hot_rows)
     assert results["ch01-mean-embedding"].result == "missing"
 
 
+def test_calling_the_answer_scores_zero_however_it_is_reached(tmp_path):
+    """The review's three-line submission (the check registry), and an aliased import, getattr
+    and a swallowed error: each exercise scores 0 with a message that says what it asks."""
+    registry = """
+reach = attnlib.check.CHECKS['ch04-reach'].reference
+def combine_masks(lengths, T):
+    try:
+        return getattr(attnlib, 'causal_' + 'mask')(T) & attnlib.padding_mask(lengths, T)
+    except Exception:
+        return attnlib.check.CHECKS['ch04-combine-masks'].reference(lengths, T)
+"""
+    path = _submission(tmp_path, registry, name="04_masking.ipynb")
+    before = _digest(path)
+    results = {r.exercise: r for r in homework.grade_one(path, timeout=30)}
+    assert _digest(path) == before
+    assert [(r.points, r.result) for r in results.values()] == [(0, "forbidden"), (0, "forbidden")]
+    assert results["ch04-reach"].message == (
+        "reach: write reach yourself; attnlib.check.CHECKS['ch04-reach'].reference is what your answer is "
+        "checked against")
+    assert "asks you to write combine_masks without attnlib.causal_mask" in results["ch04-combine-masks"].message
+
+    aliased = """
+from attnlib.softmax import softmax as stable_softmax
+def shifted_output(out, weights, shift):
+    return out + weights.sum(dim=-1, keepdim=True) * shift
+"""
+    results = {r.exercise: r for r in homework.grade_one(_submission(tmp_path, aliased, name="05_softmax_values.ipynb"),
+                                                         timeout=30)}
+    assert (results["ch05-stable-softmax"].points, results["ch05-stable-softmax"].result) == (0, "forbidden")
+    assert "attnlib.softmax is what your answer is checked against" in results["ch05-stable-softmax"].message
+    assert results["ch05-shifted-values"].points == 1          # an honest answer beside it still scores
+
+
 def test_chapter_is_found_from_labels_when_renamed(tmp_path):
     path = _submission(tmp_path, GOOD_ONE_HOT, name="my_homework.ipynb")
     nb = nbformat.read(path, as_version=4)

@@ -366,10 +366,10 @@ def test_gpt_with_cache_equals_full_forward(config):
     model = model_for(config)
     ids = torch.randint(0, 23, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        full, full_w = model(ids, return_weights=True)
+        full, full_w = model(ids, need_weights=True)
         cache, start = [KVCache() for _ in model.blocks], 0
         for n in (5, 1, 1, 4, 1, 4):  # up to the full context of 16
-            logits, w = model(ids[:, start:start + n], return_weights=True, kv_cache=cache)
+            logits, w = model(ids[:, start:start + n], need_weights=True, kv_cache=cache)
             torch.testing.assert_close(logits, full[:, start:start + n])
             for layer in range(3):
                 torch.testing.assert_close(w[layer], full_w[layer][:, :, start:start + n, :start + n])
@@ -461,9 +461,9 @@ def test_generate_recomputes_without_a_cache(monkeypatch):
     calls = []
     original = GPT._hidden
 
-    def spy(self, ids, return_weights=False, kv_cache=None):
+    def spy(self, ids, need_weights=False, kv_cache=None):
         calls.append((ids.shape[1], kv_cache is not None))
-        return original(self, ids, return_weights, kv_cache)
+        return original(self, ids, need_weights, kv_cache)
 
     monkeypatch.setattr(GPT, "_hidden", spy)
     model = GPT(SMALL)

@@ -15,6 +15,16 @@ def test_show_matrix_title_has_shape():
     plt.close(fig)
 
 
+def test_show_matrices_labels_columns_and_axes():
+    fig = plot.show_matrices([("A", torch.eye(2)), ("B", torch.ones(3, 3))], col_labels=["k0", "k1", "k2"],
+                             xlabel="key")
+    a, b = fig.axes
+    assert [t.get_text() for t in b.get_xticklabels()] == ["k0", "k1", "k2"]
+    assert [t.get_text() for t in a.get_xticklabels()] == ["0", "1"]      # 2 columns: labels do not fit
+    assert a.get_xlabel() == b.get_xlabel() == "key"
+    plt.close(fig)
+
+
 def test_show_matrices_with_operators():
     fig = plot.show_matrices([("A", torch.eye(2)), ("B", torch.randn(2, 3)), ("AB", torch.randn(2, 3))], ops=["@", "="])
     assert [ax.get_title() for ax in fig.axes] == ["A\n2 × 2", "B\n2 × 3", "AB\n2 × 3"]

@@ -26,6 +26,8 @@ def test_scaling_draws_each_series_with_its_slope_on_log_axes():
         x, y = line.get_data()
         assert y[-1] == pytest.approx(3 * 1024**2)
         assert np.log(y[-1] / y[0]) / np.log(x[-1] / x[0]) == pytest.approx(p)
+    # the two guides are told apart by their line style, not only by their steepness (same grey)
+    assert ax.lines[2].get_linestyle() != ax.lines[3].get_linestyle()
     plt.close(fig)
 
 

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlib import AttnlibError, attention
-from attnlib.tiled import DEFAULT_BLOCK_SIZE, online_softmax, peak_memory, tile_plan, tiled_attention
+from attnlib.cost import peak_memory
+from attnlib.tiled import DEFAULT_BLOCK_SIZE, online_softmax, tile_plan, tiled_attention
 
 TOL = {torch.float64: dict(atol=1e-12, rtol=1e-10), torch.float32: dict(atol=2e-6, rtol=1e-5)}
 

@@ -20,7 +20,7 @@ def raises(*fragments):
     return pytest.raises(AttnlibError, match=".*".join(re.escape(f) for f in fragments))
 
 
-# ---------------------------------------------------------------- GPT(ids, return_weights=True)
+# ---------------------------------------------------------------- GPT(ids, need_weights=True)
 
 def _model(seed=0, config=TINY):
     torch.manual_seed(seed)
@@ -35,7 +35,7 @@ def _model(seed=0, config=TINY):
 def test_weights_shapes_rows_and_causality():
     model = _model()
     ids = torch.randint(0, 11, (2, 7))
-    logits, weights = model(ids, return_weights=True)
+    logits, weights = model(ids, need_weights=True)
     assert logits.shape == (2, 7, 11) and len(weights) == TINY.n_layers
     allowed = torch.ones(7, 7, dtype=torch.bool).tril()
     for w in weights:
@@ -49,7 +49,7 @@ def test_weights_shapes_rows_and_causality():
 def test_weights_path_gives_the_fast_paths_logits():
     model = _model()
     ids = torch.randint(0, 11, (3, 9))
-    torch.testing.assert_close(model(ids, return_weights=True)[0], model(ids))
+    torch.testing.assert_close(model(ids, need_weights=True)[0], model(ids))
 
 
 def test_weights_equal_attention_recomputed_by_hand():
@@ -57,7 +57,7 @@ def test_weights_equal_attention_recomputed_by_hand():
     block's own modules, the hidden state passed on by the earlier blocks."""
     model = _model()
     ids = torch.randint(0, 11, (2, 8))
-    _, weights = model(ids, return_weights=True)
+    _, weights = model(ids, need_weights=True)
     x = model.tok_emb.weight[ids] + model.pos_emb.weight[:8]          # (B, T, d_model)
     n_heads, d_head = TINY.n_heads, TINY.d_model // TINY.n_heads
     causal = torch.ones(8, 8, dtype=torch.bool).tril()
@@ -76,7 +76,7 @@ def test_weights_equal_torch_multihead_attention():
     (its boolean mask means True = blocked: ~allowed)."""
     model = _model(seed=1)
     ids = torch.randint(0, 11, (2, 6))
-    _, weights = model(ids, return_weights=True)
+    _, weights = model(ids, need_weights=True)
     block, a = model.blocks[0], model.blocks[0].attn
     ref = nn.MultiheadAttention(TINY.d_model, TINY.n_heads, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
@@ -95,8 +95,8 @@ def test_block_need_weights_and_bad_flags():
     out, w = model.blocks[0](x, need_weights=True)
     torch.testing.assert_close(out, model.blocks[0](x))
     assert w.shape == (2, TINY.n_heads, 5, 5)
-    with raises("return_weights:", "True or False", "1"):
-        model(torch.zeros(1, 3, dtype=torch.long), return_weights=1)
+    with raises("need_weights:", "True or False", "1"):
+        model(torch.zeros(1, 3, dtype=torch.long), need_weights=1)
     with raises("need_weights:", "True or False"):
         model.blocks[0](x, need_weights="yes")
 
@@ -285,3 +285,20 @@ def test_loss_curve_errors(kwargs, fragments):
     from attnlib import plot
     with raises(*fragments):
         plot.loss_curve(**kwargs)
+
+
+def test_return_weights_is_the_old_name_of_need_weights():
+    """GPT.forward, TransformerBlock.forward and MultiHeadAttention.forward share one flag, need_weights;
+    the old name still works, warns, and gives the same result."""
+    model = _model()
+    ids = torch.randint(0, 11, (2, 5))
+    logits, weights = model(ids, need_weights=True)
+    with pytest.warns(DeprecationWarning, match="return_weights is deprecated: use need_weights=True"):
+        old_logits, old_weights = model(ids, return_weights=True)
+    torch.testing.assert_close(old_logits, logits)
+    for w_old, w in zip(old_weights, weights, strict=True):
+        torch.testing.assert_close(w_old, w)
+    with pytest.warns(DeprecationWarning):
+        torch.testing.assert_close(model(ids, return_weights=False), model(ids))
+    with raises("return_weights:", "not given together with need_weights"):
+        model(ids, need_weights=True, return_weights=True)

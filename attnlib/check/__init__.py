@@ -26,7 +26,7 @@ Writing a checker for a new exercise::
 import importlib
 import pkgutil
 
-from ._core import CHECKS, Cases, Check, _register, compare  # noqa: F401
+from ._core import CHECKS, Cases, Check, ForbiddenCall, _register, compare, forbidding  # noqa: F401
 
 # Each chapter's module, ch01.py, ch02.py, ..., registers its checkers when imported.
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):

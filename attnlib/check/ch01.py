@@ -30,7 +30,8 @@ one_hot_rows = _register(Check(
     exercise="ch01-one-hot", function="one_hot_rows", cases=_one_hot_cases, reference=one_hot,
     hint=("row i has a single 1, in column ids[i]; the result has one more axis, of size vocab_size, "
           "and dtype float32"),
-    covers="shapes (T,) and (B, T), T = 0, vocab_size = 1; float32"))
+    covers="shapes (T,) and (B, T), T = 0, vocab_size = 1; float32",
+    forbids=("embed",)))
 
 
 def _mean_embedding_cases() -> Cases:
@@ -55,5 +56,6 @@ mean_embedding = _register(Check(
     exercise="ch01-mean-embedding", function="mean_embedding", cases=_mean_embedding_cases,
     reference=_mean_embedding, atol=1e-4,
     hint="average the rows table[ids]; written as a product it is (counts / T) @ table",
-    covers="repeated tokens, T = 1, large values"))
+    covers="repeated tokens, T = 1, large values",
+    allows=("one_hot",)))
 

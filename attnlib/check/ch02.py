@@ -45,5 +45,6 @@ scores = _register(Check(
     atol=1e-4, rtol=1e-4,
     hint="Q = x @ w_q and K = x @ w_k are (..., T, d_k); S = Q @ K.transpose(-2, -1) (not K.T, which "
          "reverses every axis of a batch); row i is query i; no 1/sqrt(d_k) in this exercise",
-    covers="the worked example, T = 1, d_k = 1, d_k > d_model, batch axes, large values"))
+    covers="the worked example, T = 1, d_k = 1, d_k > d_model, batch axes, large values",
+    forbids=("qk_scores", "attention_weights")))
 

@@ -35,7 +35,8 @@ scaled_scores = _register(Check(
     hint="q @ k.transpose(-2, -1) (swap only the last two axes), divided by the square root "
          "of d_k = q.shape[-1], the length of each vector (not by d_k, not by T_q or T_k); "
          "divide by a Python float (math.sqrt) and do not cast, so the result keeps the inputs' dtype",
-    covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64 kept as float64"))
+    covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64 kept as float64",
+    forbids=("attention_weights",)))
 
 
 def _unit_variance_scale_cases() -> Cases:

@@ -84,4 +84,5 @@ combine_masks = _register(Check(
     cases=_combine_masks_cases, reference=_combine_masks,
     hint="mask[b, 0, i, j] is True (may attend) when j <= i AND j < lengths[b]; return a bool tensor "
          "of shape (B, 1, T, T), True = may attend (not nn.MultiheadAttention's True = blocked)",
-    covers="T = 1, a sequence of length 0, no padding"))
+    covers="T = 1, a sequence of length 0, no padding",
+    forbids=("causal_mask", "padding_mask")))

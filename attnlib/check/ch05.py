@@ -37,7 +37,8 @@ stable_softmax = _register(Check(
     reference=_softmax,
     hint="subtract the row maximum (amax over the last axis, keepdim=True) before exp; where a row is "
          "all -inf its maximum is -inf: subtract 0 there and divide by 1 instead of the sum 0",
-    covers="scores of 1000 and 1e4, -inf entries, all -inf rows, a size-1 axis, batches"))
+    covers="scores of 1000 and 1e4, -inf entries, all -inf rows, a size-1 axis, batches",
+    forbids=("online_softmax", "attention_weights", "attention")))
 
 
 def _shifted_values_setups() -> list[tuple[str, tuple]]:

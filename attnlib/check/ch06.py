@@ -69,4 +69,6 @@ causal_self_attention = _register(Check(
          "merge with transpose(1, 2) and then reshape to (B, T, d_model); finish with @ w_o, which "
          "mixes the heads; keep x's dtype",
     covers="GPT-2 small's sizes, T = 1, n_heads = 1, n_heads = d_model, B > 1, large values, "
-           "float64, random shapes"))
+           "float64, random shapes",
+    forbids=("attention", "attention_weights", "qk_scores", "softmax", "causal_mask",
+             "split_heads", "merge_heads", "MultiHeadAttention", "tiled_attention")))

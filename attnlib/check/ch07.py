@@ -49,4 +49,5 @@ attention_params_heads = _register(Check(
          "(d_model, n_heads * d_head) with a bias of n_heads * d_head; W_O maps them back, "
          "(n_heads * d_head, d_model), with a bias of d_model. When n_heads * d_head = d_model "
          "this is 4 d^2 + 4 d",
-    covers="n_heads * d_head equal to, above and below d_model, d_head = 1, one head, GPT-3's widths"))
+    covers="n_heads * d_head equal to, above and below d_model, d_head = 1, one head, GPT-3's widths",
+    forbids=("attention_params", "count_params", "param_breakdown", "gpt_params")))

@@ -72,4 +72,6 @@ cross_attention = _register(Check(
          "for k and v; scores (B, n_heads, T_q, T_k) scaled by 1/sqrt(d_head); softmax over the last "
          "axis (the keys), no mask; merge back to (B, T_q, d_model) and finish with @ w_o; keep x's dtype",
     covers="T_q != T_k both ways, T_q = T_k with different sequences, T_k = 1, T_q = 1, context = x, "
-           "n_heads = 1, n_heads = d_model, B > 1, large values, float64, random shapes"))
+           "n_heads = 1, n_heads = d_model, B > 1, large values, float64, random shapes",
+    forbids=("attention", "attention_weights", "qk_scores", "softmax", "split_heads",
+             "merge_heads", "MultiHeadAttention", "tiled_attention")))

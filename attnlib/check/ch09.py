@@ -54,4 +54,5 @@ rope = _register(Check(
          "new even = even cos - odd sin, new odd = even sin + odd cos; put them back interleaved with "
          "torch.stack([...], dim=-1).flatten(-2), not torch.cat; keep x's dtype",
     covers="d_head = 2, positions all 0, offsets after a cache, unordered and float positions, "
-           "(B, n_heads, T, d_head), d_head = 64, float64, random shapes"))
+           "(B, n_heads, T, d_head), d_head = 64, float64, random shapes",
+    forbids=("apply_rope",)))

@@ -57,4 +57,6 @@ attend_with_cache = _register(Check(
          "bottom right (tril() alone, or is_causal=True, aligns it at the top left and hides cached keys); "
          "masked_fill(~allowed, -inf), softmax over the last axis, then @ v; keep q_new's dtype",
     covers="a GPT-2 small decoding step, the prompt, new tokens after cached ones, grouped-query and "
-           "multi-query heads, T = 1, B > 1, large values, float64, random shapes"))
+           "multi-query heads, T = 1, B > 1, large values, float64, random shapes",
+    forbids=("attention", "attention_weights", "repeat_kv", "MultiHeadAttention",
+             "tiled_attention")))

@@ -1,0 +1,73 @@
+"""Re-execute chapter notebooks in place, top to bottom in a fresh kernel (``make notebooks``).
+
+    python book/execute.py                       # every notebooks/NN_*.ipynb
+    python book/execute.py notebooks/09_positions.ipynb ...
+
+Each notebook runs in a new kernel started in ``notebooks/`` under ``MPLBACKEND=Agg``
+(as nbval and the book build run it), with no per-cell timing recorded: the file
+written back differs from the committed one only where an output changed. The
+Colab install cell (the first code cell, tagged ``remove-cell``) is written from
+``_config.yml``'s repository URL first, so that URL lives in one place. A cell that
+raises stops the run with the error, and the notebook on disk is left as it was.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def repository_url() -> str:
+    """The repository URL from ``_config.yml`` (``repository: url:``), the one place it is written."""
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return cfg["repository"]["url"]
+
+
+def colab_cell_source(url: str | None = None) -> str:
+    """The source of every chapter's first code cell: installs attnlib in Colab, nothing elsewhere."""
+    url = url or repository_url()
+    return (
+        "# In Colab only: install attnlib (the course's library) and myst-nb (for `glue`).\n"
+        "# On your machine `make lab` has already installed both; this cell then does nothing.\n"
+        "import sys\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    %pip install -q "attnlib @ git+{url}" myst-nb'
+    )
+
+
+def is_colab_cell(cell) -> bool:
+    return cell.cell_type == "code" and "google.colab" in cell.source and "remove-cell" in cell.metadata.get("tags", [])
+
+
+def execute(path: Path, timeout: int = 600) -> None:
+    """Execute ``path`` in a fresh kernel and write it back (only if every cell ran)."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if is_colab_cell(cell):
+            cell.source = colab_cell_source()
+    os.environ["MPLBACKEND"] = "Agg"
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)   # volatile: timestamps that change on every run
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    for path in paths:
+        print(f"executing {path}", flush=True)
+        execute(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

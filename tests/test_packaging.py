@@ -1,0 +1,108 @@
+"""attnlib installs the way learners install it: a built wheel, not the editable checkout.
+
+The Colab cell of every chapter runs ``pip install "attnlib @ git+<repository>"``, which
+builds a wheel from ``pyproject.toml`` and installs it with its declared dependencies. The
+course's own environment installs attnlib editable (``-e .``), which finds every module in
+the source tree whatever ``pyproject.toml`` says, so only a real wheel, installed into a
+fresh virtual environment outside the repository, shows a missing subpackage or dependency.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A learner's first steps: import attnlib, use a chapter's checker on their own function,
+# and the homework tool's command line. Runs in the fresh environment, outside the repository.
+LEARNER = """
+import sys, torch, attnlib
+from attnlib import check
+assert "site-packages" in attnlib.__file__, attnlib.__file__     # the installed copy, not the checkout
+
+def stable_softmax(x):                                              # a learner's answer to chapter 5
+    m = x.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    e = torch.exp(x - m)
+    s = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(s == 0, torch.ones_like(s), s)
+
+check.stable_softmax(stable_softmax)
+print(len(check.CHECKS), "checkers")
+"""
+
+
+def _requirements_pins() -> list[str]:
+    """requirements.txt's exact pins (``name==version``), to install the same versions as the course."""
+    pins = []
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if re.match(r"^[A-Za-z0-9_.\-\[\]]+==\S+$", line):
+            pins.append(line)
+    return pins
+
+
+@pytest.mark.slow
+def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
+    # build from a copy holding only what the wheel is built from: nothing else of the checkout helps
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "attnlib", src / "attnlib", ignore=shutil.ignore_patterns("__pycache__"))
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(dist), str(src)], check=True, cwd=tmp_path)
+    (wheel,) = dist.glob("attnlib-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("attnlib/__init__.py", "attnlib/check/__init__.py", "attnlib/check/ch01.py",
+                   "attnlib/check/ch13.py", "attnlib/homework.py"):
+        assert module in names, f"{module} is missing from the wheel"
+
+    # a fresh environment, no access to the course's packages; dependencies resolved by pip from
+    # the wheel's metadata, held to the course's pinned versions
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("\n".join(_requirements_pins()) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
+                   check=True, cwd=tmp_path, env=env)
+
+    run = subprocess.run([str(python), "-c", LEARNER], cwd=tmp_path, env={**env, "MPLBACKEND": "Agg"},
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "check.stable_softmax: all" in run.stdout and "cases passed" in run.stdout
+    cli = subprocess.run([str(python), "-m", "attnlib.homework", "--help"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert cli.returncode == 0 and "release" in cli.stdout, cli.stderr
+
+
+def test_colab_cells_install_from_the_repository_url_in_config():
+    """The repository URL is written once, in _config.yml (repository: url:); every chapter's
+    Colab cell is the one book/execute.py writes from it (`make notebooks` rewrites them)."""
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        from execute import colab_cell_source, is_colab_cell
+    finally:
+        sys.path.remove(str(ROOT / "book"))
+    import nbformat
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert url.startswith("https://") and f"git+{url}" in colab_cell_source()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cells = [c for c in nb.cells if is_colab_cell(c)]
+        assert len(cells) == 1, f"{path.name}: expected one Colab install cell, found {len(cells)}"
+        assert cells[0].source == colab_cell_source(url), f"{path.name}: run `make notebooks` (or book/execute.py)"
+    readme = (ROOT / "README.md").read_text()
+    assert url not in readme, "the README should refer to _config.yml, not repeat the URL"

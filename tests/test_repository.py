@@ -102,3 +102,47 @@ def test_attnlib_docstring_lists_every_public_name():
     doc = attnlib.__doc__
     missing = [name for name in attnlib.__all__ if name not in doc]
     assert not missing, f"attnlib/__init__.py's docstring does not mention {missing}"
+
+
+def test_workflow_runs_per_branch_tests_every_python_and_writes_pages_only_to_deploy():
+    """.github/workflows/book.yml: one concurrency group per branch or pull request (a push to one
+    never cancels another's run), the test job without Pages write permission, a matrix over the
+    Python versions the README promises, and the deploy job alone allowed to write to Pages."""
+    import yaml
+
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8"))
+    assert "github.ref" in flow["concurrency"]["group"] and "pull_request" in flow["concurrency"]["group"]
+    assert flow["permissions"] == {"contents": "read"}
+    test = flow["jobs"]["test-and-build"]
+    assert "permissions" not in test
+    assert test["strategy"]["matrix"]["python"] == ["3.10", "3.11", "3.12"]
+    assert "3.10+" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert flow["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_licence_matches_pyproject():
+    """LICENSE holds the licence pyproject.toml declares for the code; the README states the book's."""
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    declared = re.search(r'license = \{ text = "(\w+)" \}', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert declared == "MIT" and text.startswith("MIT License")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "CC BY 4.0" in readme and "LICENSE" in readme
+
+
+def _named_paths(text: str) -> list[str]:
+    """Repository paths a page names in backticks: `book/execute.py`, `locales/zh_CN/terminology.md`."""
+    names = re.findall(r"`([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+/?|[A-Za-z0-9_\-]+\.(?:py|md|yml|toml|txt|cfg))`", text)
+    return [n for n in names if not n.startswith(("http", "_build", ".venv", "student", "submissions"))
+            and "NN" not in n and not n.startswith("notebooks/zh")]
+
+
+@pytest.mark.parametrize("page", ["README.md", "CONTRIBUTING.md", "book/homework.md"])
+def test_pages_name_only_paths_and_make_targets_that_exist(page):
+    """What a contributor reads stays true: every file or folder named exists, every `make X` is a target."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    missing = [p for p in _named_paths(text)
+               if not ((ROOT / p).exists() if "/" in p else any(ROOT.glob(f"*/{p}")) or (ROOT / p).exists())]
+    assert not missing, f"{page} names paths that do not exist: {missing}"
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    named = set(re.findall(r"\bmake ([a-z][\w-]*)", text))
+    assert named <= targets, f"{page} names make targets that do not exist: {sorted(named - targets)}"

@@ -58,7 +58,21 @@ def execute(path: Path, timeout: int = 600) -> None:
     client.execute()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)   # volatile: timestamps that change on every run
+        if cell.cell_type == "code":
+            cell.outputs = _coalesced(cell.outputs)
     nbformat.write(nb, path)
+
+
+def _coalesced(outputs: list) -> list:
+    """Consecutive stream outputs of one stream joined, as nbval compares them: how a print was
+    split into messages depends on timing, and would otherwise show in the diff."""
+    out = []
+    for o in outputs:
+        if o.output_type == "stream" and out and out[-1].output_type == "stream" and out[-1].name == o.name:
+            out[-1].text += o.text
+        else:
+            out.append(o)
+    return out
 
 
 def main(argv: list[str]) -> int:

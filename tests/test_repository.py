@@ -146,3 +146,18 @@ def test_pages_name_only_paths_and_make_targets_that_exist(page):
     targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
     named = set(re.findall(r"\bmake ([a-z][\w-]*)", text))
     assert named <= targets, f"{page} names make targets that do not exist: {sorted(named - targets)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_carries_no_volatile_metadata(path):
+    """A notebook re-executed by `make notebooks` (book/execute.py) differs from the committed one
+    only where an output changed: no per-cell timestamps, no widget state, streams joined."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert set(nb["metadata"]) <= {"kernelspec", "language_info"}, sorted(nb["metadata"])
+    for i, cell in enumerate(nb["cells"]):
+        extra = set(cell.get("metadata", {})) - {"mystnb", "tags"}
+        assert not extra, f"cell {i} carries volatile metadata {sorted(extra)}: run book/execute.py"
+        outputs = cell.get("outputs", [])
+        for a, b in zip(outputs, outputs[1:]):
+            assert not (a["output_type"] == b["output_type"] == "stream" and a["name"] == b["name"]), \
+                f"cell {i}: one stream split in two outputs: run book/execute.py"

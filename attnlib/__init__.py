@@ -124,7 +124,19 @@ from .positions import apply_rope, sinusoidal_positions
 from .train import next_token_loss, reverse_batch, train
 from .tiled import online_softmax, tile_plan, tiled_attention
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
-from . import check, examples, plot
+from . import examples
+
+
+def __getattr__(name: str):
+    """``attnlib.check`` and ``attnlib.plot`` are imported on first use: matplotlib and the
+    checkers' imports cost a second or more, which ``import attnlib`` need not pay."""
+    if name in ("check", "plot"):
+        import importlib
+
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'attnlib' has no attribute {name!r}")
 
 __all__ = [
     "AttnlibError",

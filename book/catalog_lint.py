@@ -1,10 +1,20 @@
 """Checks of a translation catalog: markup kept, terms used, Chinese typography.
 
-    python book/editions.py lint FILE.po ...       # the same checks from the command line
-    python book/editions.py fullwidth FILE.po ...  # half-width punctuation in Chinese text made full-width
+    python book/editions.py lint FILE.po ...          # the same checks from the command line
+    python book/catalog_lint.py fullwidth FILE.po ... # half-width punctuation in Chinese text made full-width
+    python book/editions.py fullwidth FILE.po ...     # the same, but only where the English has no Chinese
 
 ``tests/test_translation.py`` runs ``lint_message`` on every message of every catalog.
 The terms come from ``locales/zh_CN/terminology.md``.
+
+What the typography checks enforce, on every message whose translation has Chinese text
+outside the quotes (the spans of the translation that a quotation in the English holds
+verbatim, e.g. a Chinese source quoted with its own half-width punctuation):
+
+- full-width ，：；？！（） next to Chinese text (``fullwidth()`` says where, and fixes it);
+- no paragraph ending in a half-width colon;
+- no comma between digits other than a thousands separator ("4,12" reads as one number);
+- no italics (``*...*``) on Chinese characters (slanted hanzi read badly: use bold or 「」).
 """
 from __future__ import annotations
 
@@ -23,32 +33,141 @@ CODE = re.compile(r"``[^`]+``|`[^`]+`")                      # inline code (role
 
 
 FULLWIDTH = {",": "\uff0c", ":": "\uff1a", ";": "\uff1b", "?": "\uff1f", "!": "\uff01"}
-_PROTECT = re.compile(r"\{[a-z:]+\}`[^`]*`|``[^`]+``|`[^`]+`|\$\$.+?\$\$|\$[^$]+\$|\]\([^)]*\)|https?://\S+", re.S)
+# a link target only when it looks like one: a URL, a path, a #anchor, a document name (never Chinese words)
+_LINK = r"\]\((?:<[^<>\n]*>|[A-Za-z0-9_./#%~+=?&:@-]*)\)"
+_URL = r"https?://[^\s()\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’]+"
+_PROTECT = re.compile(r"\{[a-z:]+\}`[^`]*`|``[^`]+``|`[^`]+`|\$\$.+?\$\$|\$[^$]+\$|" + _LINK + "|" + _URL, re.S)
 _CJK_CH = r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef“”‘’]"
+_PUA = "[\ue000-\uf8ff]"                                     # placeholders of protected spans
+_QUOTED = re.compile(r'"([^"\n]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』')
+# a comma between digits that is not a thousands separator: "4,12" (1,024 and 6,755,078,400 are fine)
+_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)(?!\d{3}(?!\d))")
+_TUPLE = re.compile(r"\s*[\w.+\-−′']{1,12}(?:\s*,\s*[\w.+\-−′']{1,12})+\s*$", re.A)   # (i, j), (2, 8, 0)
+_DIGIT_COMMA_FIX = re.compile(_DIGIT_COMMA.pattern + r"(?![^()]*\))")       # not in a tuple: (2,8,0)
+_PARA_COLON = re.compile(r":[ \t]*(?=\n[ \t]*\n|\s*\Z)")     # a half-width colon that ends a paragraph
 
 
-def fullwidth(text: str) -> str:
-    """Chinese punctuation in Chinese text: ASCII , : ; ? ! and ( ) become full-width.
+def quotes(source: str) -> list[str]:
+    """The quotations in a message ("...", “...”, 「...」), longest first; quote marks inside
+    code, math and roles do not count."""
+    if not source:
+        return []
+    blank = _PROTECT.sub(lambda m: "\ue000" * len(m.group(0)), source)   # same length, so positions hold
+    found = {source[m.start(g):m.end(g)] for m in _QUOTED.finditer(blank)
+             for g in range(1, 5) if m.group(g) is not None}
+    return sorted((q for q in found if len(q.strip()) > 1), key=len, reverse=True)
 
-    A mark becomes full-width next to a Chinese character, or when no space follows it
-    (Chinese style; an English comma has a space after it). Parentheses do when they hold
-    or follow Chinese text. Spaces around full-width marks go. Math, code, roles and
-    link targets are left alone, and so are numbers (1,024) and tuples such as (cat, a).
-    """
+
+def _verbatim_quotes(text: str, source: str) -> list[str]:
+    """The quotations of ``source`` that ``text`` holds verbatim."""
+    return [q for q in quotes(source) if q in text]
+
+
+def _protect(text: str, source: str = "") -> tuple[str, list[str]]:
+    """Text with its quotes of ``source``, math, code, roles, links and URLs replaced by placeholders."""
     kept: list[str] = []
 
     def keep(m):
         kept.append(m.group(0))
         return chr(0xE000 + len(kept) - 1)          # a placeholder from Unicode's private use area
 
-    t = _PROTECT.sub(keep, text)
-    t = re.sub(r"\(([^()]*)\)", lambda m: f"\uff08{m.group(1).strip()}\uff09"
-               if re.search(_CJK_CH, m.group(1)) or re.search(rf"{_CJK_CH}\**\s*$", t[:m.start()]) else m.group(0), t)
+    for q in _verbatim_quotes(text, source):
+        text = re.sub(re.escape(q), keep, text)
+    return _PROTECT.sub(keep, text), kept
+
+
+def _restore(text: str, kept: list[str]) -> str:
+    return re.sub(_PUA, lambda m: kept[ord(m.group(0)) - 0xE000], text)
+
+
+def _fullwidth(t: str, kept: list[str]) -> str:
+    """fullwidth() on protected text (placeholders for math, code, quotes ...; ``kept`` holds them)."""
+    chinese = bool(CJK.search(t))
+
+    def paren(m):
+        inner, before, after = m.group(1), t[:m.start()], t[m.end():]
+        if not re.search(_CJK_CH, inner):
+            if _TUPLE.match(inner) or re.search(r"[A-Za-z_]$", before):      # (cat, a), (2, 8, 0); O(n), ln(11)
+                return m.group(0)
+            if re.fullmatch(_PUA, inner.strip()) and kept[ord(inner.strip()) - 0xE000].startswith("{glue"):
+                return m.group(0)                                           # ({glue:text}`row`): a vector
+        if (re.search(_CJK_CH, inner) or re.search(rf"{_CJK_CH}\**\s*$", before)
+                or chinese and (re.match(rf"\s*\**{_CJK_CH}", after)            # ($n \times m$)相乘
+                                or re.search(rf"(?:{_PUA}|[\d\]）)])$", before))):  # 64([B]), $X$($n$)
+            return f"\uff08{inner.strip()}\uff09"
+        return m.group(0)
+
+    t = re.sub(r"\(([^()]*)\)", paren, t)
     t = re.sub(rf"(?<=[^\d\s])[,:;?!](?=[^\s\d])|(?<={_CJK_CH})[,:;?!]|(?<=\*)[,:;?!](?=\s*{_CJK_CH})|"
                rf"[,:;?!](?=\s*\**{_CJK_CH})|(?<=\d)[,:;?!](?=[^\s\d])|(?<=[^\d\s])[,:;?!](?=\d)",
                lambda m: FULLWIDTH[m.group(0)], t)
-    t = re.sub(r"[ \t]*([\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01\u3001\u3002])[ \t]*", r"\1", t)
-    return re.sub("[\ue000-\uf8ff]", lambda m: kept[ord(m.group(0)) - 0xE000], t)
+    if chinese:
+        t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))
+    return re.sub(r"[ \t]*([\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01\u3001\u3002])[ \t]*", r"\1", t)
+
+
+def fullwidth(text: str, source: str = "") -> str:
+    """Chinese punctuation in Chinese text: ASCII , : ; ? ! and ( ) become full-width.
+
+    A mark becomes full-width next to a Chinese character, or when no space follows it
+    (Chinese style; an English comma has a space after it). Parentheses do when they hold,
+    follow or precede Chinese text, or are glued to math, a number or a reference before
+    them ("$X$($n \\times m$)", "64([B])"). A colon that ends a paragraph and a comma
+    between digits that is not a thousands separator ("4,12") do too. Spaces around
+    full-width marks go. Math, code, roles, link targets and URLs are left alone, and so
+    are numbers (1,024), function calls (O(n)), tuples such as (cat, a) in English text,
+    and the quotations of ``source`` (the English message) kept verbatim.
+    """
+    t, kept = _protect(text, source)
+    return _restore(_fullwidth(t, kept), kept)
+
+
+def typography(msgstr: str, msgid: str = "") -> list[str]:
+    """The Chinese typography problems of one translation (none when it has no Chinese text of its own)."""
+    t, kept = _protect(msgstr, msgid)
+    if not CJK.search(t):
+        return []
+    problems = []
+    commas = [_restore(t[max(0, m.start() - 6):m.end() + 6], kept) for m in _DIGIT_COMMA.finditer(t)]
+    if commas:
+        problems.append("a comma between digits that is not a thousands separator (reads as one number): "
+                        f"{', '.join(repr(c) for c in commas)}; write ，or 、 (in a tuple: a comma and a space)")
+    if _PARA_COLON.search(t):
+        problems.append(f"a paragraph ends in a half-width colon: '…{_restore(t[-12:], kept).strip()}'; use ：")
+    plain = t.replace("\\*", "").replace("**", "")
+    plain = re.sub(r"(?m)^[ \t]*\*[ \t]", "", plain)          # list bullets
+    for m in re.finditer(r"\*([^*\n]+)\*", plain):
+        if CJK.search(_restore(m.group(1), kept)):
+            problems.append(f"italics on Chinese characters: '{_restore(m.group(0), kept)}'; use **bold** or 「」")
+    t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))     # reported above
+    fixed = _fullwidth(t, kept)
+    if fixed != t:
+        where = next((i for i, (a, b) in enumerate(zip(t, fixed)) if a != b), min(len(t), len(fixed)))
+        problems.append("half-width punctuation in Chinese text (, : ; ? ! ( )): "
+                        f"'{_restore(t[max(0, where - 10):where + 10], kept)}'; "
+                        "`python book/catalog_lint.py fullwidth FILE.po` fixes it")
+    return problems
+
+
+def _text_args(math: str) -> tuple[str, list[str]]:
+    """Display math with the words of each \\text{...} taken out; a \\text{} that names a
+    variable's subscript or superscript (d_{\\text{model}}) is kept, as it is notation."""
+    out, words, i = [], [], 0
+    for m in re.finditer(r"\\text\s*\{", math):
+        if m.start() < i:
+            continue
+        depth, j = 1, m.end()
+        while j < len(math) and depth:
+            depth += {"{": 1, "}": -1}.get(math[j], 0) if math[j - 1] != "\\" else 0
+            j += 1
+        if re.search(r"[A-Za-z][_^]\{?\s*$", math[:m.start()]):
+            continue
+        out.append(math[i:m.end()] + "\u2026}")
+        words.append(math[m.end():j - 1])
+        i = j
+    out.append(math[i:])
+    return "".join(out), words
+
 
 def terminology() -> tuple[list[tuple[re.Pattern, str]], list[str]]:
     """The term table and the forbidden words of locales/zh_CN/terminology.md."""
@@ -67,15 +186,19 @@ def terminology() -> tuple[list[tuple[re.Pattern, str]], list[str]]:
 
 
 def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
-    """What is wrong with one translation: markup that differs, a term not used, a forbidden word."""
+    """What is wrong with one translation: markup that differs, a term not used, a forbidden word,
+    Chinese typography (see the module's docstring)."""
     if terms is None:
         terms, never = terminology()
     problems = []
     if not msgstr.strip():
         return ["untranslated"]
-    if msgid.startswith("\n"):   # a display-math block: copied as it is, no words to check
-        return [] if msgstr == msgid else \
-            ["a display-math block ($$...$$, the message starts with a line break): copy it exactly, msgstr = msgid"]
+    if msgid.startswith("\n"):   # a display-math block: only the words in \text{...} may be translated
+        if _text_args(msgstr)[0] != _text_args(msgid)[0]:
+            return ["a display-math block ($$...$$, the message starts with a line break): copy it exactly; "
+                    "only the words inside \\text{...} may be translated (not a subscript such as d_{\\text{model}})"]
+        return [f"\\text{{{w}}} in display math: {p}" for w in _text_args(msgstr)[1] if CJK.search(w)
+                for p in typography(w)]
     for name, pattern in (("role", ROLE_TARGET), ("math", MATH), ("code", CODE)):
         src, dst = (msgid, msgstr) if name == "role" else (ROLE.sub("", msgid), ROLE.sub("", msgstr))
         a = sorted(m if isinstance(m, str) else "|".join(m) for m in pattern.findall(src))
@@ -93,17 +216,18 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
         if (re.match(punct, inner) and before and not re.search(r"\s$", before) and not re.search(punct + "$", before)) or \
            (re.search(punct + "$", inner) and after and not re.match(r"\s", after) and not re.match(punct, after)):
             problems.append(f"bold that Markdown will not parse (punctuation inside the **): {m.group(0)}")
-    prose = ROLE.sub("", CODE.sub("", MATH.sub("", msgid)))   # terms in formulas and code are not words
-    prose = prose.replace("Illustrated: Self-Attention", "")  # [E]'s title: a name, kept or translated
+    prose = msgid
+    for q in _verbatim_quotes(msgstr, msgid):   # a Chinese source or code quoted verbatim: the source's words
+        if CJK.search(q) or re.search(r"[()=_\[\]@*]", q):      # ("input 1", "for now": ours to translate)
+            prose = prose.replace(q, " ")
+    prose = ROLE.sub("", CODE.sub("", MATH.sub("", prose)))   # terms in formulas and code are not words
     for pattern, zh in terms:
-        if pattern.search(prose) and zh not in msgstr and not CJK.search(msgid):
+        if pattern.search(prose) and zh not in msgstr:
             problems.append(f"term: '{pattern.pattern[5:-3]}' should be {zh}")
     for word in never:
         if word in msgstr and word not in msgid:
             problems.append(f"forbidden word {word}")
-    if CJK.search(msgstr) and not CJK.search(msgid) and fullwidth(msgstr) != msgstr:
-        problems.append("half-width punctuation in Chinese text (, : ; ? ! ( )): "
-                        "`python book/editions.py fullwidth FILE.po` fixes it")
+    problems += typography(msgstr, msgid)
     return problems
 
 
@@ -122,3 +246,28 @@ def lint(paths) -> int:
                 bad += 1
                 print(f"{path}: {entry.msgid[:70]!r}: {p}")
     return bad
+
+
+def fix_fullwidth(paths) -> int:
+    """fullwidth() on every translated message of the catalogs (quotes of the English kept); how many changed."""
+    import polib
+    changed = 0
+    for path in paths:
+        po = polib.pofile(str(path), wrapwidth=0)
+        for e in po:
+            if e.msgstr and not e.msgid.startswith("\n") and CJK.search(e.msgstr):
+                new = fullwidth(e.msgstr, e.msgid)
+                changed += new != e.msgstr
+                e.msgstr = new
+        po.save(str(path))
+    return changed
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) > 2 and sys.argv[1] == "lint":
+        sys.exit(1 if lint(sys.argv[2:]) else 0)
+    elif len(sys.argv) > 2 and sys.argv[1] == "fullwidth":
+        print(f"{fix_fullwidth(sys.argv[2:])} messages changed")
+    else:
+        sys.exit("usage: python book/catalog_lint.py lint|fullwidth FILE.po ...")

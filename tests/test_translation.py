@@ -95,6 +95,133 @@ def test_terminology_table_is_read_and_lint_can_fail():
     assert editions.lint_message("x", "", terms, never) == ["untranslated"]
 
 
+# Each typography rule of the lint (book/catalog_lint.py), shown to fail on a bad string and to pass
+# on the right one. `_typo` lints one message and keeps the typography problems.
+
+def _typo(msgid, msgstr):
+    terms, never = editions.terminology()
+    return [p for p in editions.lint_message(msgid, msgstr, terms, never)
+            if not p.startswith(("term", "forbidden", "math", "code", "role"))]
+
+
+def test_lint_fullwidth_punctuation_in_chinese_text():
+    assert any("half-width" in p for p in _typo("the scores, then the weights", "先是分数,然后是权重"))
+    assert _typo("the scores, then the weights", "先是分数，然后是权重") == []
+    # parentheses glued to math or to a number, or before Chinese text (errata [22], [34])
+    assert _typo("cannot multiply $X$ ($n \\times m$)", "无法与 $X$($n \\times m$)相乘")
+    assert _typo("cannot multiply $X$ ($n \\times m$)", "无法与 $X$（$n \\times m$）相乘") == []
+    assert _typo("divided by 64 ([B])", "都除以 64([B])")
+    assert _typo("divided by 64 ([B])", "都除以 64（[B]）") == []
+    # tuples, vectors, function calls, numbers, code and math keep their half-width marks
+    assert _typo("the value row (2, 8, 0) at (cat, a); O(n), softmax([2, 4, 4]), 1,024, `(B, T)`, $(i, c)$",
+                 "值向量 (2, 8, 0) 位于 (cat, a) 处；O(n)、softmax([2, 4, 4])、1,024、`(B, T)`、$(i, c)$") == []
+    assert _typo("which is ({glue:text}`row`)", "即 ({glue:text}`row`)") == []   # a glued vector "2, 8, 0"
+    # fullwidth() fixes what it reports
+    assert editions.fullwidth("先是分数,然后是 $X$($n$)相乘") == "先是分数，然后是 $X$（$n$）相乘"
+
+
+def test_lint_fullwidth_also_where_the_english_quotes_chinese():
+    """A message quoting a Chinese source is checked too; only the verbatim quotes are left out."""
+    msgid = '[E], step 5: "softmax([2, 4, 4]) = [0.0, 0.5, 0.5]", "注意，为了可读性,我们"'
+    bad = '[E] 第 5 步: "softmax([2, 4, 4]) = [0.0, 0.5, 0.5]", "注意，为了可读性,我们"'
+    good = '[E] 第 5 步：“softmax([2, 4, 4]) = [0.0, 0.5, 0.5]”，“注意，为了可读性,我们”'
+    assert any("half-width" in p for p in _typo(msgid, bad))
+    assert _typo(msgid, good) == []                                   # the quote keeps its own ","
+    assert editions.fullwidth(bad, msgid).startswith("[E] 第 5 步：")
+    assert _typo('[A]: "行列有误,所以"', '[A]: "行列有误,所以"') == []    # a quote copied as it is
+    # Chinese words in the English that are not a quotation are Chinese text like any other
+    assert _typo("The terms are 多头(注意力), 层归一化", "正确的术语是多头(注意力)、层归一化")
+    assert _typo("The terms are 多头(注意力), 层归一化", "正确的术语是多头（注意力）、层归一化") == []
+
+
+def test_lint_paragraph_ends_in_a_halfwidth_colon():
+    for bad in ("即**分数矩阵** $S$:", "采用默认缩放的 `attnlib.qk_scores`:", "在本章的句子上:",
+                "如下:\n\n第二段。"):
+        assert any("colon" in p for p in _typo("the score matrix $S$ and `attnlib.qk_scores`:", bad)), bad
+    assert _typo("the score matrix $S$ and `attnlib.qk_scores`:", "即**分数矩阵** $S$ 与 `attnlib.qk_scores`：") == []
+    assert editions.fullwidth("即分数矩阵 $S$:") == "即分数矩阵 $S$："
+
+
+def test_lint_link_target_only_when_it_looks_like_one():
+    assert any("half-width" in p for p in _typo("[A] to [E] (see {doc}`references`)",
+                                                 "[A] 到 [E](见 {doc}`references`)"))
+    assert _typo("[A] to [E] (see {doc}`references`)", "[A] 到 [E]（见 {doc}`references`）") == []
+    for target in ("https://pytorch.org/docs", "errata.md#errata-ch05", "#sc-b-diagonal", "references", "../book/x"):
+        assert _typo(f"see [the page]({target})", f"见[这一页]({target})") == [], target
+
+
+def test_lint_comma_between_digits():
+    msgid = "a batch of 4, 12 heads and 1,024 tokens"
+    assert any("thousands" in p for p in _typo(msgid, "批大小为 4,12 个头，1,024 个 token"))
+    assert _typo(msgid, "批大小为 4，12 个头，1,024 个 token") == []
+    assert _typo("6,755,078,400 parameters", "6,755,078,400 个参数") == []
+    assert editions.fullwidth("批大小为 4,12 个头") == "批大小为 4，12 个头"
+
+
+def test_lint_italics_on_chinese_characters():
+    assert any("italics" in p for p in _typo("it is *masked* self-attention", "它是*带掩码的*自注意力"))
+    assert _typo("it is *masked* self-attention", "它是**带掩码的**自注意力") == []
+    assert _typo("it is *masked* self-attention", "它是「带掩码的」自注意力") == []
+    assert _typo("the pronoun *it*", "代词 *it*") == []                      # italics on Latin letters
+    assert _typo("$a * b$ and `x*y`", "$a * b$ 与 `x*y`") == []
+
+
+def test_lint_terms_also_where_the_english_quotes_chinese():
+    terms, never = editions.terminology()
+    msgid = '[C] lets "m 个询问" form the queries'
+    assert any("term" in p for p in editions.lint_message(msgid, "[C] 让“m 个询问”组成矩阵", terms, never))
+    assert editions.lint_message(msgid, "[C] 让“m 个询问”组成查询", terms, never) == []
+    # words of a quotation kept verbatim are the source's, not ours
+    quote = '[A]: "i行代表的是第i个token的embedding 的query"'
+    assert editions.lint_message(quote, quote, terms, never) == []
+
+
+@pytest.mark.parametrize("msgid, bad, good", [
+    ("a batch size of 4", "批量大小为 4", "批大小为 4"),
+    ("any number of batch axes", "任意多个批量轴", "任意多个批维度"),
+    ("one tile of scores at a time", "每次一个块的分数", "每次一个 tile 的分数"),
+    ("tile, tiling", "tile、分块", "tile、分块计算"),
+    ("a block of queries against a block of keys", "一块查询对一块键", "一个查询块对一个键块"),
+    ("its default block size", "默认的分块尺寸", "默认的块大小"),
+    ("tile size", "tile 的分块大小", "tile 的块大小"),
+    ("One GPT-2 block", "GPT-2 的一个块", "GPT-2 的一个 Transformer 块"),
+    ("a `tril` buffer", "一个 `tril` buffer", "一个 `tril` 缓冲区"),
+    ("as many patches", "同样多的 patch", "同样多的图像块"),
+    ("a prompt of 100 tokens", "100 个 token 的 prompt", "100 个 token 的提示词"),
+    ("greedy generation", "贪婪生成", "贪心生成"),
+    ("the worked example", "这个例子", "这个算例"),
+    ('its "input 1" is our row 0', "它的“input 1”就是我们的第 0 行", "它的“输入 1”就是我们的第 0 行"),
+    ("the worked example of *Illustrated: Self-Attention*", "*Illustrated: Self-Attention* 的算例",
+     "《图解自注意力》的算例"),
+])
+def test_terminology_decisions_are_enforced(msgid, bad, good):
+    """The edition's term decisions (locales/zh_CN/terminology.md): a wrong variant fails, the term passes."""
+    terms, never = editions.terminology()
+    assert any(p.startswith(("term", "forbidden")) for p in editions.lint_message(msgid, bad, terms, never)), bad
+    assert editions.lint_message(msgid, good, terms, never) == [], good
+
+
+def test_terminology_leaves_other_senses_alone():
+    terms, never = editions.terminology()
+    assert editions.lint_message("`.repeat` would tile the heads instead", "`.repeat` 则会把各个头平铺复制",
+                                 terms, never) == []
+    assert editions.lint_message("Attention in tiles", "分块计算注意力", terms, never) == []
+    assert editions.lint_message("the mask blocks a key", "掩码屏蔽一个键", terms, never) == []
+
+
+def test_lint_display_math_text_may_be_translated():
+    terms, never = editions.terminology()
+    msgid = "\nO_{t j} = \\begin{cases} 1 & \\text{if } j = \\mathrm{id}_t, \\\\ 0 & \\text{otherwise.} \\end{cases}\n"
+    assert editions.lint_message(msgid, msgid, terms, never) == []
+    zh = msgid.replace("\\text{if }", "\\text{若 }").replace("\\text{otherwise.}", "\\text{否则。}")
+    assert editions.lint_message(msgid, zh, terms, never) == []
+    assert editions.lint_message(msgid, zh.replace("= \\mathrm{id}_t", "= \\mathrm{id}(t)"), terms, never)
+    sub = "\nN = n_{\\text{vocab}}\\, d + \\underbrace{4d^2}_{\\text{attention}} .\n"
+    assert editions.lint_message(sub, sub.replace("{\\text{attention}}", "{\\text{注意力}}"), terms, never) == []
+    assert editions.lint_message(sub, sub.replace("\\text{vocab}", "\\text{词表}"), terms, never)  # notation
+    assert editions.lint_message(sub, sub.replace("{\\text{attention}}", "{\\text{注意力,投影}}"), terms, never)
+
+
 # ------------------------------------------------------------------ notebooks and homework in Chinese
 
 def test_translate_markdown_places_whole_blocks_only():

@@ -18,38 +18,12 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, ensure_float, ensure_tensor, fail
+from ._checks import batch_shape, check_qk, check_qkv, check_mask
 from .masks import causal_mask
-from .scores import _batch_shape, _check_qk, qk_scores
+from .scores import qk_scores
 from .softmax import softmax
 
 __all__ = ["attention", "attention_weights"]
-
-
-def _check_mask(attn_mask, is_causal, scores_shape: tuple, device: torch.device) -> None:
-    """Check ``attn_mask``/``is_causal`` against scores of shape ``scores_shape``."""
-    if not isinstance(is_causal, bool):
-        raise fail("is_causal", "True or False", describe(is_causal))
-    if attn_mask is None:
-        return
-    if is_causal:
-        raise fail("attn_mask", "None when is_causal=True (the causal mask is built for you)",
-                   describe(attn_mask))
-    ensure_tensor("attn_mask", attn_mask)
-    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
-        raise fail("attn_mask", "a bool tensor (True = may attend) or a floating-point tensor "
-                   "(added to the scores)", describe(attn_mask))
-    if attn_mask.device != device:
-        raise fail("attn_mask", f"a tensor on {device} (the device of q)",
-                   f"{describe(attn_mask)} on {attn_mask.device}")
-    scores_shape = torch.Size(scores_shape)
-    try:
-        fits = torch.broadcast_shapes(attn_mask.shape, scores_shape) == scores_shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise fail("attn_mask", f"a shape that broadcasts to the scores' shape {tuple(scores_shape)}"
-                   " (..., T_q, T_k)", describe(attn_mask))
 
 
 def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -77,9 +51,9 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor 
         tensor([[1.0000, 0.0000],
                 [0.2689, 0.7311]])
     """
-    _check_qk(q, k)
+    check_qk(q, k)
     T_q, T_k = q.shape[-2], k.shape[-2]
-    _check_mask(attn_mask, is_causal, _batch_shape(("q", q), ("k", k)) + (T_q, T_k), q.device)
+    check_mask(attn_mask, is_causal, batch_shape(("q", q), ("k", k)) + (T_q, T_k), q.device)
     scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
     if is_causal and T_q and T_k:  # an empty side needs no mask: T_k = 0 gives zeros, as in SDPA
         attn_mask = causal_mask(T_q, T_k, device=q.device)  # (T_q, T_k)
@@ -88,18 +62,6 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor 
     elif attn_mask is not None:
         scores = scores + attn_mask.to(scores.dtype)  # float mask: added to the scores
     return softmax(scores, dim=-1)  # (..., T_q, T_k), softmax over the keys
-
-
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """q and k as qk_scores wants them; v float, of q's rank, dtype and device, one row per key."""
-    _check_qk(q, k)
-    ensure_float("v", v)
-    if v.dim() != q.dim():
-        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
-    if v.shape[-2] != k.shape[-2]:
-        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
-    if v.dtype != q.dtype or v.device != q.device:
-        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -137,8 +99,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         tensor([[1., 1., 1., 1., 1.],
                 [1., 1., 1., 1., 1.]])
     """
-    _check_qkv(q, k, v)
-    _batch_shape(("q", q), ("k", k), ("v", v))
+    check_qkv(q, k, v)
+    batch_shape(("q", q), ("k", k), ("v", v))
     weights = attention_weights(q, k, attn_mask, is_causal, scale)  # (..., T_q, T_k)
     out = weights @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return out, weights

@@ -32,22 +32,10 @@ from typing import Sequence
 
 import torch
 
-from ._validate import describe, ensure_positive_int, fail
+from ._checks import check_fit_points, ensure_cpu_or_cuda
+from ._validate import fail, ensure_callable, ensure_float_dtype, check_layer_sizes
 
 __all__ = ["attention_flops", "attention_memory", "loglog_slope", "peak_memory"]
-
-
-def _sizes(T_q, d_model, n_heads, B, T_k) -> tuple[int, int, int, int, int]:
-    """Check the sizes; return ``(B, T_q, T_k, d_model, n_heads)`` with ``T_k`` filled in."""
-    ensure_positive_int("T_q", T_q)
-    ensure_positive_int("d_model", d_model)
-    ensure_positive_int("n_heads", n_heads)
-    ensure_positive_int("B", B)
-    T_k = T_q if T_k is None else ensure_positive_int("T_k", T_k)
-    if d_model % n_heads:
-        raise fail("d_model", f"a multiple of n_heads={n_heads} (d_head = d_model / n_heads)",
-                   f"d_model={d_model}")
-    return B, T_q, T_k, d_model, n_heads
 
 
 def attention_flops(T_q: int, d_model: int, n_heads: int, B: int = 1,
@@ -86,7 +74,7 @@ def attention_flops(T_q: int, d_model: int, n_heads: int, B: int = 1,
         >>> attention_flops(1536, 768, 12)["scores"] * 2 == 4 * attention_flops(1536, 768, 12)["q_proj"]
         True
     """
-    B, T_q, T_k, d, _ = _sizes(T_q, d_model, n_heads, B, T_k)
+    B, T_q, T_k, d, _ = check_layer_sizes(T_q, d_model, n_heads, B, T_k)  # T_k None -> T_q
     flops = {
         "q_proj": 2 * B * T_q * d * d,        # (B, T_q, d) @ (d, d)
         "k_proj": 2 * B * T_k * d * d,        # (B, T_k, d) @ (d, d)
@@ -130,9 +118,8 @@ def attention_memory(T_q: int, d_model: int, n_heads: int, B: int = 1, T_k: int 
         >>> attention_memory(1024, 768, 12, dtype=torch.bfloat16)["weights"] / 2**20
         24.0
     """
-    B, T_q, T_k, d, h = _sizes(T_q, d_model, n_heads, B, T_k)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise fail("dtype", "a floating-point torch.dtype, e.g. torch.float32", describe(dtype))
+    B, T_q, T_k, d, h = check_layer_sizes(T_q, d_model, n_heads, B, T_k)  # T_k None -> T_q
+    ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype, e.g. torch.float32")
     size = torch.finfo(dtype).bits // 8                  # bytes per number
     return {
         "q": B * T_q * d * size,                         # (B, n_heads, T_q, d_head)
@@ -160,17 +147,7 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
         >>> round(loglog_slope([1, 2, 4, 8], [5, 5, 5, 5]), 6)        # constant: slope 0
         0.0
     """
-    try:
-        x = [float(v) for v in xs]
-        y = [float(v) for v in ys]
-    except (TypeError, ValueError):
-        raise fail("xs, ys", "two sequences of numbers", f"{describe(xs)}, {describe(ys)}") from None
-    if len(x) != len(y) or len(x) < 2:
-        raise fail("xs, ys", "two sequences of the same length, at least 2",
-                   f"lengths {len(x)} and {len(y)}")
-    if min(x) <= 0 or min(y) <= 0 or not all(map(math.isfinite, x + y)):
-        raise fail("xs, ys", "finite positive numbers (their logarithms are fitted)",
-                   f"xs {x}, ys {y}")
+    x, y = check_fit_points(xs, ys)  # lists of floats
     lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
     sxx = sum((a - mx) ** 2 for a in lx)
@@ -226,9 +203,8 @@ def peak_memory(fn, device=None) -> tuple:
         >>> peak == 2 * 2**20
         True
     """
-    if not callable(fn):
-        raise fail("fn", "a function of no arguments (e.g. lambda: attention(q, k, v))", describe(fn))
-    device = torch.device("cpu" if device is None else device)
+    ensure_callable("fn", fn, "a function of no arguments (e.g. lambda: attention(q, k, v))")
+    device = ensure_cpu_or_cuda(torch.device("cpu" if device is None else device))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
@@ -236,8 +212,6 @@ def peak_memory(fn, device=None) -> tuple:
         result = fn()
         torch.cuda.synchronize(device)
         return result, torch.cuda.max_memory_allocated(device) - before
-    if device.type != "cpu":
-        raise fail("device", '"cpu" or a CUDA device', describe(device))
     from torch.profiler import ProfilerActivity, profile
 
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)

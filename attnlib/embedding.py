@@ -12,18 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, ensure_float, ensure_positive_int, ensure_tensor, fail
-
-
-def _check_ids(ids, vocab_size: int) -> torch.Tensor:
-    ensure_tensor("ids", ids)
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise fail("ids", "an integer tensor of token ids", describe(ids))
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        bad = ids[(ids < 0) | (ids >= vocab_size)].flatten()[0].item()
-        raise fail("ids", f"token ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})",
-                   f"id {bad}")
-    return ids
+from ._checks import check_ids
+from ._validate import ensure_float, ensure_dim
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -45,8 +35,7 @@ def one_hot(ids: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float
         tensor([[0., 0., 1., 0.],
                 [1., 0., 0., 0.]])
     """
-    ensure_positive_int("vocab_size", vocab_size)
-    _check_ids(ids, vocab_size)
+    check_ids(ids, vocab_size)
     out = torch.zeros(*ids.shape, vocab_size, dtype=dtype, device=ids.device)  # (..., vocab_size)
     return out.scatter_(-1, ids.long().unsqueeze(-1), 1.0)  # put a 1 at column ids[...]
 
@@ -71,7 +60,6 @@ def embed(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
                 [4., 5.]])
     """
     ensure_float("table", table)
-    if table.dim() != 2:
-        raise fail("table", "a 2-D tensor of shape (vocab_size, d_model)", describe(table))
+    ensure_dim("table", table, 2, "a 2-D tensor of shape (vocab_size, d_model)")
     oh = one_hot(ids, table.shape[0], dtype=table.dtype).to(table.device)  # (..., vocab_size)
     return oh @ table  # (..., vocab_size) @ (vocab_size, d_model) -> (..., d_model)

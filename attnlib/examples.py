@@ -83,14 +83,10 @@ def sentence_embeddings(d_model: int = 4, seed: int = 0, sentence: str = SENTENC
     ``vocab_size`` words), ``ids`` of shape ``(T,)``, ``table`` of shape
     ``(vocab_size, d_model)`` and ``X`` of shape ``(T, d_model)``.
     """
-    from ._validate import fail
+    from ._checks import check_sentence
     vocab = vocabulary(corpus)
     tokens = sentence.split()
-    missing = [t for t in tokens if t not in vocab]
-    if missing:
-        raise fail("sentence", f"words of the corpus {vocab}", f"{sentence!r} with {missing} not in it")
-    if not isinstance(d_model, int) or d_model < 1:
-        raise fail("d_model", "a positive int", repr(d_model))
+    check_sentence(sentence, tokens, vocab, d_model)
     g = torch.Generator().manual_seed(seed)
     table = (torch.randn(len(vocab), d_model, generator=g).round(decimals=2) + 0.0).to(device)  # + 0.0: no -0.0
     ids = torch.tensor([vocab.index(t) for t in tokens], device=device)    # (T,)

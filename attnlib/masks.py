@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, ensure_positive_int, ensure_tensor, fail
+from ._checks import check_lengths
+from ._validate import ensure_int, ensure_choice, ensure_bool_tensor, ensure_float_dtype
 
 __all__ = ["causal_mask", "padding_mask", "float_mask"]
 
@@ -60,10 +61,9 @@ def causal_mask(T_q: int, T_k: int | None = None, device=None, align: str = "top
         tensor([[1, 1, 1, 1, 0],
                 [1, 1, 1, 1, 1]], dtype=torch.int32)
     """
-    ensure_positive_int("T_q", T_q)
-    T_k = T_q if T_k is None else ensure_positive_int("T_k", T_k)
-    if align not in ("top_left", "bottom_right"):
-        raise fail("align", '"top_left" or "bottom_right"', describe(align))
+    ensure_int("T_q", T_q)
+    T_k = T_q if T_k is None else ensure_int("T_k", T_k)
+    ensure_choice("align", align, ("top_left", "bottom_right"))
     diagonal = 0 if align == "top_left" else T_k - T_q  # bottom right: query i is token T_k - T_q + i
     return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=diagonal)  # (T_q, T_k)
 
@@ -90,14 +90,8 @@ def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
         <BLANKLINE>
                 [[[1, 0, 0, 0]]]], dtype=torch.int32)
     """
-    ensure_positive_int("T", T)
-    ensure_tensor("lengths", lengths)
-    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.is_complex() \
-            or lengths.dtype == torch.bool:
-        raise fail("lengths", "a 1-D integer tensor of shape (B,)", describe(lengths))
-    bad = lengths[(lengths < 0) | (lengths > T)]
-    if bad.numel():
-        raise fail("lengths", f"every length in [0, {T}] (T={T})", f"length {bad[0].item()}")
+    ensure_int("T", T)
+    check_lengths(lengths, T)
     positions = torch.arange(T, device=lengths.device)  # (T,)
     mask = positions < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
     return mask[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
@@ -122,10 +116,7 @@ def float_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
                 [0., 0., -inf],
                 [0., 0., 0.]])
     """
-    ensure_tensor("mask", mask)
-    if mask.dtype != torch.bool:
-        raise fail("mask", "a boolean tensor (True = may attend)", describe(mask))
-    if not dtype.is_floating_point:
-        raise fail("dtype", "a floating-point dtype", describe(dtype))
+    ensure_bool_tensor("mask", mask, "a boolean tensor (True = may attend)")
+    ensure_float_dtype("dtype", dtype, "a floating-point dtype")
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return out.masked_fill_(~mask, float("-inf"))

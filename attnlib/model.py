@@ -25,8 +25,9 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from ._validate import describe, ensure_positive_int, ensure_tensor, fail
-from .multihead import KVCache, MultiHeadAttention, _check_divisible, _check_kv_heads
+from ._checks import check_gpt_ids, check_gpt_config, check_generate, renamed
+from ._validate import ensure_bool, ensure_instance
+from .multihead import KVCache, MultiHeadAttention
 
 __all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
            "TransformerBlock", "GPT"]
@@ -73,16 +74,9 @@ class GPTConfig:
         return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
-        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
-            ensure_positive_int(name, getattr(self, name))
-        _check_divisible(self.d_model, self.n_heads)
+        check_gpt_config(self)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)  # frozen dataclass: set once here
-        ensure_positive_int("d_ff", self.d_ff)
-        for name in ("bias", "tie_embeddings"):
-            if not isinstance(getattr(self, name), bool):
-                raise fail(name, "True or False", describe(getattr(self, name)))
-        _check_kv_heads(self.n_heads, self.n_kv_heads)
 
 
 # Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
@@ -137,16 +131,6 @@ class TransformerBlock(nn.Module):
         return (x, weights) if need_weights else x
 
 
-def _renamed(old: str, new: str, old_value, new_value):
-    """The value of an argument passed under its old name, with a DeprecationWarning."""
-    import warnings
-
-    if new_value is not False:
-        raise fail(old, f"not given together with {new} (its new name)", f"{old}={old_value!r}, {new}={new_value!r}")
-    warnings.warn(f"{old} is deprecated: use {new}={old_value!r}", DeprecationWarning, stacklevel=3)
-    return old_value
-
-
 class GPT(nn.Module):
     """A GPT-2 style language model: token ids ``(B, T)`` -> next-token logits ``(B, T, vocab_size)``.
 
@@ -169,8 +153,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise fail("config", "a GPTConfig", describe(config))
+        ensure_instance("config", config, GPTConfig, "a GPTConfig")
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_emb = nn.Embedding(config.context_length, config.d_model)
@@ -226,53 +209,16 @@ class GPT(nn.Module):
             (3, True)
         """
         if return_weights is not None:
-            need_weights = _renamed("return_weights", "need_weights", return_weights, need_weights)
+            need_weights = renamed("return_weights", "need_weights", return_weights, need_weights)
         x, weights = self._hidden(ids, need_weights, kv_cache)  # (B, T, d_model), after ln_f
         logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
         return (logits, weights) if need_weights else logits
 
-    def _check_ids(self, ids, T_cached: int = 0) -> None:
-        cfg = self.config
-        ensure_tensor("ids", ids)
-        if ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise fail("ids", "a 2-D integer tensor of token ids (B, T)", describe(ids))
-        T = ids.shape[1]
-        if not 1 <= T <= cfg.context_length - T_cached:
-            limit = "(context_length)" if not T_cached else \
-                f"(context_length={cfg.context_length} minus {T_cached} cached tokens)"
-            raise fail("ids", f"T in [1, {cfg.context_length - T_cached}] tokens {limit}", describe(ids))
-        if ids.device.type != "meta" and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab_size):
-            bad = ids[(ids < 0) | (ids >= cfg.vocab_size)][0].item()
-            raise fail("ids", f"token ids in [0, {cfg.vocab_size - 1}] (vocab_size={cfg.vocab_size})", f"id {bad}")
-        if ids.device != self.tok_emb.weight.device:
-            raise fail("ids", f"a tensor on {self.tok_emb.weight.device} (the model's device)",
-                       f"{describe(ids)} on {ids.device}")
-
-    def _check_cache(self, kv_cache, batch: int) -> int:
-        """Check a per-block list of caches; return the number of tokens they hold."""
-        n = len(self.blocks)
-        if not isinstance(kv_cache, (list, tuple)) or len(kv_cache) != n \
-                or not all(isinstance(c, KVCache) for c in kv_cache):
-            raise fail("kv_cache", f"a list of {n} KVCache, one per block ([KVCache() for _ in model.blocks])",
-                       describe(kv_cache) if not isinstance(kv_cache, (list, tuple)) else
-                       f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}")
-        lengths = {len(c) for c in kv_cache}
-        if len(lengths) != 1:
-            raise fail("kv_cache", "caches that hold the same number of tokens in every block",
-                       f"lengths {[len(c) for c in kv_cache]}")
-        if kv_cache[0].k is not None and kv_cache[0].k.shape[0] != batch:
-            raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)",
-                       f"B = {batch}")
-        return lengths.pop()
-
     def _hidden(self, ids: torch.Tensor, need_weights: bool = False,
                 kv_cache: list[KVCache] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
-        if not isinstance(need_weights, bool):
-            raise fail("need_weights", "True or False", describe(need_weights))
-        ensure_tensor("ids", ids)
-        T_cached = 0 if kv_cache is None else self._check_cache(kv_cache, ids.shape[0] if ids.dim() else 0)
-        self._check_ids(ids, T_cached)
+        ensure_bool("need_weights", need_weights)
+        T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached cached tokens
         T = ids.shape[1]
         pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
         x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
@@ -319,16 +265,7 @@ class GPT(nn.Module):
             >>> torch.equal(out, model.generate(prompt, max_new_tokens=4, use_cache=False))
             True
         """
-        self._check_ids(ids)  # (B, T0) integer ids in [0, vocab_size), 1 <= T0 <= context_length
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise fail("max_new_tokens", "an int >= 0", describe(max_new_tokens))
-        if not isinstance(use_cache, bool):
-            raise fail("use_cache", "True or False", describe(use_cache))
-        T0, C = ids.shape[1], self.config.context_length
-        if T0 + max_new_tokens > C:
-            raise fail("max_new_tokens", f"T0 + max_new_tokens <= context_length = {C} (the model has "
-                       f"{C} learned positions)", f"T0 = {T0} prompt tokens + max_new_tokens = "
-                       f"{max_new_tokens} = {T0 + max_new_tokens}")
+        check_generate(self, ids, max_new_tokens, use_cache)  # (B, T0) ids, T0 + max_new_tokens <= context_length
         was_training = self.training
         self.eval()
         try:

@@ -30,29 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import describe, ensure_float, ensure_positive_int, ensure_tensor, fail
-from .attention import _check_mask, attention_weights
+from ._checks import check_mha_inputs, check_kv_new, check_kv_append, check_torch_mha
+from ._validate import ensure_int, ensure_number, ensure_dim, ensure_divisible, ensure_heads, ensure_kv_heads
+from .attention import attention_weights
 from .masks import causal_mask
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
-
-
-def _check_divisible(d_model: int, n_heads: int) -> None:
-    ensure_positive_int("n_heads", n_heads)
-    if d_model % n_heads:
-        raise fail("d_model", f"a multiple of n_heads={n_heads} (d_head = d_model / n_heads)",
-                   f"d_model={d_model}")
-
-
-def _check_kv_heads(n_heads: int, n_kv_heads: int | None) -> int:
-    """``n_kv_heads`` filled in (None -> n_heads) and checked: a positive divisor of ``n_heads``."""
-    if n_kv_heads is None:
-        return n_heads
-    ensure_positive_int("n_kv_heads", n_kv_heads)
-    if n_heads % n_kv_heads:
-        raise fail("n_kv_heads", f"a divisor of n_heads={n_heads} (each key/value head serves "
-                   "n_heads / n_kv_heads query heads)", f"n_kv_heads={n_kv_heads}")
-    return n_kv_heads
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -77,11 +60,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
                  [[2., 3.],
                   [6., 7.]]]])
     """
-    ensure_tensor("x", x)
-    if x.dim() != 3:
-        raise fail("x", "a 3-D tensor of shape (B, T, d_model)", describe(x))
+    ensure_dim("x", x, 3, "a 3-D tensor of shape (B, T, d_model)")
     B, T, d_model = x.shape
-    _check_divisible(d_model, n_heads)
+    ensure_heads(d_model, n_heads)
     x = x.reshape(B, T, n_heads, d_model // n_heads)  # (B, T, d_model) -> (B, T, n_heads, d_head)
     return x.transpose(1, 2)  # (B, T, n_heads, d_head) -> (B, n_heads, T, d_head)
 
@@ -103,9 +84,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         >>> torch.equal(merge_heads(split_heads(x, 2)), x)
         True
     """
-    ensure_tensor("x", x)
-    if x.dim() != 4:
-        raise fail("x", "a 4-D tensor of shape (B, n_heads, T, d_head)", describe(x))
+    ensure_dim("x", x, 4, "a 4-D tensor of shape (B, n_heads, T, d_head)")
     B, n_heads, T, d_head = x.shape
     x = x.transpose(1, 2)  # (B, n_heads, T, d_head) -> (B, T, n_heads, d_head)
     return x.reshape(B, T, n_heads * d_head)  # (B, T, n_heads, d_head) -> (B, T, d_model)
@@ -131,13 +110,10 @@ def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         >>> repeat_kv(kv, 4).flatten().tolist()                  # 4 query heads: groups of 2
         [10.0, 10.0, 20.0, 20.0]
     """
-    ensure_tensor("x", x)
-    if x.dim() != 4:
-        raise fail("x", "a 4-D tensor of shape (B, n_kv_heads, T, d_head)", describe(x))
+    ensure_dim("x", x, 4, "a 4-D tensor of shape (B, n_kv_heads, T, d_head)")
     n_kv_heads = x.shape[1]
-    ensure_positive_int("n_heads", n_heads)
-    if n_heads % n_kv_heads:
-        raise fail("n_heads", f"a multiple of n_kv_heads={n_kv_heads} (x.shape[1])", f"n_heads={n_heads}")
+    ensure_int("n_heads", n_heads)
+    ensure_divisible("n_heads", n_heads, "n_kv_heads", n_kv_heads, "x.shape[1]")
     if n_heads == n_kv_heads:
         return x
     return x.repeat_interleave(n_heads // n_kv_heads, dim=1)  # (B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)
@@ -191,20 +167,11 @@ class KVCache:
         Returns:
             ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first.
         """
-        for name, t in (("k_new", k_new), ("v_new", v_new)):
-            ensure_tensor(name, t)
-            if t.dim() != 4:
-                raise fail(name, "a 4-D tensor of shape (B, n_kv_heads, T_new, d_head)", describe(t))
-        if v_new.shape != k_new.shape:
-            raise fail("v_new", f"the shape of k_new, {tuple(k_new.shape)}", describe(v_new))
+        check_kv_new(k_new, v_new)
         if self.k is None:
             self.k, self.v = k_new, v_new
             return self.k, self.v
-        B, H, _, D = self.k.shape
-        if (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D) or k_new.dtype != self.k.dtype \
-                or k_new.device != self.k.device:
-            raise fail("k_new", f"shape ({B}, {H}, T_new, {D}), dtype {self.k.dtype} on {self.k.device} "
-                       f"(what the cache holds: {len(self)} tokens)", f"{describe(k_new)} on {k_new.device}")
+        check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
         self.k = torch.cat([self.k, k_new], dim=2)  # (B, H, T_cached, D) + (B, H, T_new, D) -> (B, H, T_cached + T_new, D)
         self.v = torch.cat([self.v, v_new], dim=2)
         return self.k, self.v
@@ -251,11 +218,10 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
                  dropout: float = 0.0):
         super().__init__()
-        ensure_positive_int("d_model", d_model)
-        _check_divisible(d_model, n_heads)
-        n_kv_heads = _check_kv_heads(n_heads, n_kv_heads)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-            raise fail("dropout", "a probability in [0, 1)", describe(dropout))
+        ensure_int("d_model", d_model)
+        ensure_heads(d_model, n_heads)  # n_heads divides d_model
+        n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
+        ensure_number("dropout", dropout, "a probability in [0, 1)", lambda p: 0 <= p < 1)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.n_kv_heads = n_kv_heads
         self.dropout = float(dropout)
@@ -265,17 +231,6 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.attn_dropout = nn.Dropout(self.dropout)
-
-    def _check_input(self, name: str, x, batch: int | None = None) -> None:
-        ensure_float(name, x)
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise fail(name, f"a tensor of shape (B, T, d_model={self.d_model})", describe(x))
-        w = self.w_q.weight
-        if x.dtype != w.dtype or x.device != w.device:
-            raise fail(name, f"dtype {w.dtype} on {w.device} (the module's parameters)",
-                       f"{describe(x)} on {x.device}")
-        if batch is not None and x.shape[0] != batch:
-            raise fail(name, f"batch size B = {batch} (the batch size of x)", describe(x))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, is_causal: bool = False,
@@ -308,22 +263,10 @@ class MultiHeadAttention(nn.Module):
             ``(out, weights)``: ``out`` of shape ``(B, T, d_model)``; ``weights`` of shape
             ``(B, n_heads, T, T_k)`` (after dropout, as used to mix the values) or None.
         """
-        self._check_input("x", x)
-        if kv_cache is not None:
-            if not isinstance(kv_cache, KVCache):
-                raise fail("kv_cache", "None or an attnlib KVCache", describe(kv_cache))
-            if context is not None:
-                raise fail("context", "None when a kv_cache is given (the cache holds the keys and "
-                           "values of x's own earlier tokens: self-attention)", describe(context))
-        if context is None:
-            context = x
-        else:
-            self._check_input("context", context, batch=x.shape[0])
-        if not isinstance(need_weights, bool):
-            raise fail("need_weights", "True or False", describe(need_weights))
+        check_mha_inputs(self, x, context, attn_mask, is_causal, need_weights, kv_cache)
+        context = x if context is None else context  # self-attention: keys and values from x
         T_cached = 0 if kv_cache is None else len(kv_cache)
-        B, T, T_k = x.shape[0], x.shape[1], T_cached + context.shape[1]
-        _check_mask(attn_mask, is_causal, (B, self.n_heads, T, T_k), x.device)
+        T, T_k = x.shape[1], T_cached + context.shape[1]
 
         q = split_heads(self.w_q(x), self.n_heads)           # (B, T, d_model) -> (B, n_heads, T, d_head)
         k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
@@ -377,14 +320,7 @@ class MultiHeadAttention(nn.Module):
             >>> torch.allclose(mine(x)[0], m(x, x, x)[0], atol=1e-6)
             True
         """
-        if not isinstance(m, nn.MultiheadAttention):
-            raise fail("m", "a torch.nn.MultiheadAttention", type(m).__name__)
-        if not m._qkv_same_embed_dim:
-            raise fail("m", "kdim == vdim == embed_dim",
-                       f"kdim={m.kdim}, vdim={m.vdim}, embed_dim={m.embed_dim}")
-        if m.bias_k is not None or m.add_zero_attn:
-            raise fail("m", "add_bias_kv=False and add_zero_attn=False",
-                       f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}")
+        check_torch_mha(m)
         bias = m.in_proj_bias is not None
         w = m.in_proj_weight
         new = cls(m.embed_dim, m.num_heads, bias=bias, dropout=m.dropout).to(w.device, w.dtype)

@@ -20,17 +20,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._validate import describe, ensure_positive_int, fail
+from ._validate import (ensure_bool, ensure_int, ensure_instance, ensure_float_dtype, check_head_counts,
+                        check_cached_tokens)
 from .model import GPTConfig
-from .multihead import _check_divisible, _check_kv_heads
 
 __all__ = ["attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params",
            "count_params", "kv_cache_bytes"]
-
-
-def _check_bias(bias) -> None:
-    if not isinstance(bias, bool):
-        raise fail("bias", "True or False", describe(bias))
 
 
 def attention_params(d_model: int, bias: bool = True, *, n_heads: int | None = None,
@@ -56,17 +51,10 @@ def attention_params(d_model: int, bias: bool = True, *, n_heads: int | None = N
         >>> attention_params(768, n_heads=12, n_kv_heads=1)   # multi-query: W_K, W_V are 768 x 64
         1279616
     """
-    ensure_positive_int("d_model", d_model)
-    _check_bias(bias)
-    d_kv = d_model
-    if n_kv_heads is not None:
-        if n_heads is None:
-            raise fail("n_heads", "the number of query heads when n_kv_heads is given (d_head = d_model / n_heads)",
-                       "None")
-        _check_divisible(d_model, n_heads)
-        d_kv = _check_kv_heads(n_heads, n_kv_heads) * (d_model // n_heads)
-    elif n_heads is not None:
-        _check_divisible(d_model, n_heads)
+    ensure_int("d_model", d_model)
+    ensure_bool("bias", bias)
+    check_head_counts(d_model, n_heads, n_kv_heads)
+    d_kv = d_model if n_kv_heads is None else n_kv_heads * (d_model // n_heads)  # n_kv_heads * d_head
     return 2 * d_model * d_model + 2 * d_model * d_kv + (2 * d_model + 2 * d_kv if bias else 0)
 
 
@@ -77,9 +65,9 @@ def mlp_params(d_model: int, d_ff: int, bias: bool = True) -> int:
         >>> mlp_params(768, 3072)
         4722432
     """
-    ensure_positive_int("d_model", d_model)
-    ensure_positive_int("d_ff", d_ff)
-    _check_bias(bias)
+    ensure_int("d_model", d_model)
+    ensure_int("d_ff", d_ff)
+    ensure_bool("bias", bias)
     return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
 
 
@@ -90,8 +78,8 @@ def layernorm_params(d_model: int, bias: bool = True) -> int:
         >>> layernorm_params(768)
         1536
     """
-    ensure_positive_int("d_model", d_model)
-    _check_bias(bias)
+    ensure_int("d_model", d_model)
+    ensure_bool("bias", bias)
     return 2 * d_model if bias else d_model
 
 
@@ -119,8 +107,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
         LayerNorms                     38,400
         output head (untied)                0
     """
-    if not isinstance(config, GPTConfig):
-        raise fail("config", "a GPTConfig", describe(config))
+    ensure_instance("config", config, GPTConfig, "a GPTConfig")
     d, L, b = config.d_model, config.n_layers, config.bias
     return {
         "token embeddings": config.vocab_size * d,
@@ -159,8 +146,7 @@ def count_params(module: nn.Module) -> int:
         >>> count_params(nn.Linear(768, 768))      # 768 * 768 weights + 768 biases
         590592
     """
-    if not isinstance(module, nn.Module):
-        raise fail("module", "a torch.nn.Module", describe(module))
+    ensure_instance("module", module, nn.Module, "a torch.nn.Module")
     return sum(p.numel() for p in module.parameters())
 
 
@@ -187,14 +173,10 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1,
         >>> kv_cache_bytes(GPT2_SMALL, dtype=torch.float16)   # 2 * 12 * 1024 * 768 * 2 bytes
         37748736
     """
-    if not isinstance(config, GPTConfig):
-        raise fail("config", "a GPTConfig", describe(config))
-    T = config.context_length if T is None else ensure_positive_int("T", T)
-    if T > config.context_length:
-        raise fail("T", f"at most context_length = {config.context_length} tokens", f"T = {T}")
-    ensure_positive_int("B", B)
-    if not isinstance(dtype, torch.dtype) or not (dtype.is_floating_point or dtype.is_complex):
-        raise fail("dtype", "a floating-point torch.dtype", describe(dtype))
+    ensure_instance("config", config, GPTConfig, "a GPTConfig")
+    T = check_cached_tokens(T, config.context_length)  # None: the full context
+    ensure_int("B", B)
+    ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype", complex_ok=True)
     n_kv_heads = config.n_kv_heads or config.n_heads
     d_head = config.d_model // config.n_heads
     return 2 * config.n_layers * B * n_kv_heads * T * d_head * dtype.itemsize

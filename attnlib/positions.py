@@ -20,15 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, ensure_positive_int, ensure_tensor, fail
+from ._checks import check_rope
+from ._validate import ensure_int, ensure_even
 
 __all__ = ["sinusoidal_positions", "apply_rope"]
-
-
-def _ensure_even(name: str, n: int) -> int:
-    if n % 2:
-        raise fail(name, "an even number (the dimensions come in pairs)", f"{n}")
-    return n
 
 
 def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
@@ -61,8 +56,8 @@ def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
         >>> [round(v, 4) for v in P[1].tolist()]           # sin 1, cos 1, sin 0.01, cos 0.01
         [0.8415, 0.5403, 0.01, 0.9999]
     """
-    ensure_positive_int("T", T)
-    _ensure_even("d_model", ensure_positive_int("d_model", d_model))
+    ensure_int("T", T)
+    ensure_even("d_model", ensure_int("d_model", d_model))
     pos = torch.arange(T, dtype=torch.float64)[:, None]                  # (T, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)             # (d_model/2,): 2i = 0, 2, 4, ...
     angles = pos / 10000.0 ** (two_i / d_model)                          # (T, 1) / (d_model/2,) -> (T, d_model/2)
@@ -117,26 +112,12 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None,
         >>> torch.allclose(score(3, 1), score(10, 8), atol=1e-5)   # m - n = 2 both times
         True
     """
-    ensure_tensor("x", x, min_dim=2)
-    if not x.is_floating_point():
-        raise fail("x", "a floating-point tensor of shape (..., T, d_head)", describe(x))
+    check_rope(x, positions, base)
     T, d_head = x.shape[-2], x.shape[-1]
-    if d_head == 0 or d_head % 2:
-        raise fail("x", "a last dimension d_head that is even and positive (RoPE rotates pairs of dimensions)",
-                   describe(x))
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 0:
-        raise fail("base", "a positive number", describe(base))
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     if positions is None:
         pos = torch.arange(T, device=x.device, dtype=work)                # (T,): 0 .. T-1
     else:
-        if not isinstance(positions, torch.Tensor):
-            raise fail("positions", f"None or a 1-D tensor of T={T} positions", describe(positions))
-        if positions.dim() != 1 or positions.shape[0] != T:
-            raise fail("positions", f"a 1-D tensor of shape ({T},), one position per row of x "
-                                    f"(x has shape {tuple(x.shape)})", describe(positions))
-        if positions.is_complex() or positions.dtype == torch.bool:
-            raise fail("positions", "integer or float positions", describe(positions))
         pos = positions.to(device=x.device, dtype=work)                  # (T,)
     i = torch.arange(d_head // 2, device=x.device, dtype=work)          # (d_head/2,)
     theta = float(base) ** (-2.0 * i / d_head)                          # (d_head/2,): base^(-2i/d_head)

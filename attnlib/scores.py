@@ -17,43 +17,9 @@ import math
 
 import torch
 
-from ._validate import describe, ensure_float, fail
+from ._checks import check_scale, check_qk
 
 __all__ = ["qk_scores"]
-
-
-def _check_scale(scale) -> None:
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not math.isfinite(scale)):
-        raise fail("scale", "None or a finite number", describe(scale))
-
-
-def _check_qk(q, k) -> None:
-    ensure_float("q", q)
-    ensure_float("k", k)
-    if q.dim() < 2:
-        raise fail("q", "a tensor of shape (..., T_q, d_k)", describe(q))
-    if k.dim() != q.dim():
-        raise fail("k", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(k))
-    if k.shape[-1] != q.shape[-1]:
-        raise fail("k", f"last dimension d_k = {q.shape[-1]} (q's d_k)",
-                   f"d_k = {k.shape[-1]} in {describe(k)}")
-    if k.dtype != q.dtype or k.device != q.device:
-        raise fail("k", f"dtype {q.dtype} on {q.device} (same as q)",
-                   f"{describe(k)} on {k.device}")
-    _batch_shape(("q", q), ("k", k))
-
-
-def _batch_shape(*named: tuple[str, torch.Tensor]) -> torch.Size:
-    """Broadcast of the batch dimensions ``shape[:-2]`` of ``(name, tensor)`` pairs."""
-    shape = torch.Size()
-    for name, x in named:
-        try:
-            shape = torch.broadcast_shapes(shape, x.shape[:-2])
-        except RuntimeError:
-            raise fail(name, f"batch dimensions that broadcast with {tuple(shape)}",
-                       describe(x)) from None
-    return shape
 
 
 def qk_scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> torch.Tensor:
@@ -82,8 +48,8 @@ def qk_scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None) -> t
         tensor([[1.4142, 0.0000, 0.7071],
                 [1.4142, 1.4142, 1.4142]])
     """
-    _check_qk(q, k)
-    _check_scale(scale)
+    check_qk(q, k)
+    check_scale(scale)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     return (q @ k.transpose(-2, -1)) * scale  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validate import describe, ensure_float, fail
+from ._validate import ensure_float, ensure_axis
 
 __all__ = ["softmax"]
 
@@ -48,9 +48,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
                 [0.0000, 0.0000, 0.0000]])
     """
     ensure_float("x", x)
-    n = max(x.dim(), 1)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n:
-        raise fail("dim", f"an int in [{-n}, {n - 1}] for a {x.dim()}-D x", describe(dim))
+    ensure_axis("dim", dim, x)
     if x.shape[dim] == 0:
         return x.clone()  # no entries to normalise (e.g. no keys, T_k = 0): nothing to return
     m = x.amax(dim=dim, keepdim=True)  # (..., 1, ...): the max along dim

@@ -36,9 +36,8 @@ import math
 
 import torch
 
-from ._validate import describe, ensure_float, fail
-from .attention import _check_qkv
-from .scores import _batch_shape, _check_scale
+from ._checks import check_scale, batch_shape, check_qkv
+from ._validate import ensure_bool, ensure_int, ensure_float, ensure_block_size
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan"]
 
@@ -47,13 +46,6 @@ __all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan
 # time at T = 4096; 256: under half of it), while the memory stays tiny next to the full
 # matrix at any of these sizes. One tile of 256 x 256 float32 scores is 256 KiB.
 DEFAULT_BLOCK_SIZE = 256
-
-
-def _check_block_size(block_size) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise fail("block_size", "a positive int (the number of queries and of keys in one tile)",
-                   describe(block_size))
-    return block_size
 
 
 def _key_blocks(q_start: int, q_stop: int, T_k: int, block_size: int, is_causal: bool):
@@ -85,12 +77,10 @@ def tile_plan(T_q: int, T_k: int, block_size: int = DEFAULT_BLOCK_SIZE,
                 [1, 1, 2, 0],
                 [1, 1, 1, 2]])
     """
-    for name, n in (("T_q", T_q), ("T_k", T_k)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise fail(name, "an int >= 0", describe(n))
-    b = _check_block_size(block_size)
-    if not isinstance(is_causal, bool):
-        raise fail("is_causal", "True or False", describe(is_causal))
+    ensure_int("T_q", T_q, min=0)
+    ensure_int("T_k", T_k, min=0)
+    b = ensure_block_size(block_size)
+    ensure_bool("is_causal", is_causal)
     plan = torch.zeros(math.ceil(T_q / b), math.ceil(T_k / b), dtype=torch.int64)
     for a, q_start in enumerate(range(0, T_q, b)):
         for k_start, _, masked in _key_blocks(q_start, min(q_start + b, T_q), T_k, b, is_causal):
@@ -123,10 +113,8 @@ def online_softmax(x: torch.Tensor, block_size: int = DEFAULT_BLOCK_SIZE) -> tor
         >>> torch.allclose(online_softmax(x, block_size=2), torch.softmax(x, dim=-1))
         True
     """
-    ensure_float("x", x)
-    if x.dim() < 1:
-        raise fail("x", "a tensor with at least 1 dimension (..., n)", describe(x))
-    b = _check_block_size(block_size)
+    ensure_float("x", x, min_dim=1, expected="a tensor with at least 1 dimension (..., n)")
+    b = ensure_block_size(block_size)
     m = x.new_full(x.shape[:-1] + (1,), float("-inf"))      # (..., 1): the largest entry so far
     l = x.new_zeros(x.shape[:-1] + (1,))                    # (..., 1): sum of exp(x_j - m) so far
     for start in range(0, x.shape[-1], b):
@@ -187,13 +175,12 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         >>> torch.allclose(out, attention(q, k, v, is_causal=True)[0], atol=1e-6)
         True
     """
-    _check_qkv(q, k, v)
-    b = _check_block_size(block_size)
-    if not isinstance(is_causal, bool):
-        raise fail("is_causal", "True or False", describe(is_causal))
-    _check_scale(scale)
+    check_qkv(q, k, v)
+    b = ensure_block_size(block_size)
+    ensure_bool("is_causal", is_causal)
+    check_scale(scale)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    batch = _batch_shape(("q", q), ("k", k), ("v", v))       # the broadcast leading dims ...
+    batch = batch_shape(("q", q), ("k", k), ("v", v))        # the broadcast leading dims ...
     T_q, T_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     out = q.new_empty(batch + (T_q, d_v))                    # (..., T_q, d_v): the only large tensor
     for q_start in range(0, T_q, b):

@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import describe, ensure_positive_int, ensure_tensor, fail
+from ._checks import (check_reverse_batch, check_logits_targets, check_loss_mask, check_train,
+                      ensure_trainable, ensure_batch)
+from ._validate import ensure_in_range
 
 __all__ = ["reverse_batch", "next_token_loss", "train"]
 
@@ -65,14 +67,7 @@ def reverse_batch(batch_size: int, length: int, vocab_size: int, generator: torc
         >>> targets[0, 3:6].tolist() == ids[0, 4:].tolist(), targets[0, 6].item()
         (True, -100)
     """
-    ensure_positive_int("batch_size", batch_size)
-    ensure_positive_int("length", length)
-    ensure_positive_int("vocab_size", vocab_size)
-    if vocab_size < 3:
-        raise fail("vocab_size", "at least 3 (two digits and the separator)", f"vocab_size={vocab_size}")
-    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
-        raise fail("generator", "None or a CPU torch.Generator", describe(generator))
-
+    check_reverse_batch(batch_size, length, vocab_size, generator)
     n, T = length, 2 * length + 1
     digits = torch.randint(0, vocab_size - 1, (batch_size, n), generator=generator)         # (B, n)
     sep = torch.full((batch_size, 1), vocab_size - 1)                                        # (B, 1)
@@ -109,24 +104,13 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Ten
         >>> round(next_token_loss(logits, targets).item(), 4)   # log 4
         1.3863
     """
-    ensure_tensor("logits", logits)
-    if logits.dim() != 3 or not logits.is_floating_point():
-        raise fail("logits", "a floating-point tensor of shape (B, T, vocab_size)", describe(logits))
-    ensure_tensor("targets", targets)
-    if targets.shape != logits.shape[:2] or targets.is_floating_point() or targets.dtype == torch.bool:
-        raise fail("targets", f"an integer tensor of shape (B, T) = {tuple(logits.shape[:2])}", describe(targets))
+    check_logits_targets(logits, targets)
     if mask is None:
         mask = targets != IGNORE
-    ensure_tensor("mask", mask)
-    if mask.dtype != torch.bool or mask.shape != targets.shape:
-        raise fail("mask", f"a boolean tensor of shape (B, T) = {tuple(targets.shape)}", describe(mask))
-    if not mask.any():
-        raise fail("mask", "at least one True position (the loss averages over them)", "no True entry")
+    check_loss_mask(mask, targets)
     picked = targets[mask]                                   # (N,)
     vocab_size = logits.shape[-1]
-    if picked.min() < 0 or picked.max() >= vocab_size:
-        bad = picked[(picked < 0) | (picked >= vocab_size)][0].item()
-        raise fail("targets", f"token ids in [0, {vocab_size - 1}] where mask is True", f"{bad}")
+    ensure_in_range("targets", picked, 0, vocab_size - 1, f"token ids in [0, {vocab_size - 1}] where mask is True")
     return F.cross_entropy(logits[mask], picked)             # (N, vocab_size), (N,) -> ()
 
 
@@ -163,23 +147,8 @@ def train(model: nn.Module, make_batch: Callable[[], tuple], steps: int, lr: flo
         >>> len(losses), round(losses[0], 1), sum(losses[-10:]) / 10 < losses[0] / 2   # starts at log 11
         (40, 2.4, True)
     """
-    if not isinstance(model, nn.Module):
-        raise fail("model", "a torch.nn.Module mapping ids (B, T) to logits (B, T, vocab_size)", describe(model))
-    if not callable(make_batch):
-        raise fail("make_batch", "a function returning (ids, targets, mask)", describe(make_batch))
-    ensure_positive_int("steps", steps)
-    def is_number(x):
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-    if not is_number(lr) or lr <= 0:
-        raise fail("lr", "a positive number", describe(lr))
-    if not is_number(weight_decay) or weight_decay < 0:
-        raise fail("weight_decay", "a non-negative number", describe(weight_decay))
-    if not isinstance(progress, bool):
-        raise fail("progress", "True or False", describe(progress))
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise fail("model", "a module with trainable parameters", f"{type(model).__name__} without any")
+    check_train(model, make_batch, steps, lr, weight_decay, progress)
+    params = ensure_trainable(model, [p for p in model.parameters() if p.requires_grad])
     device = params[0].device
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=True)
     bar = None
@@ -191,10 +160,7 @@ def train(model: nn.Module, make_batch: Callable[[], tuple], steps: int, lr: flo
     losses = []
     try:
         for step in range(steps):
-            batch = make_batch()
-            if not isinstance(batch, tuple) or len(batch) != 3:
-                raise fail("make_batch", "a function returning a tuple (ids, targets, mask)",
-                           f"a function returning {describe(batch)}")
+            batch = ensure_batch(make_batch())               # a tuple (ids, targets, mask)
             ids, targets, mask = (x.to(device) for x in batch)
             loss = next_token_loss(model(ids), targets, mask)
             optimizer.zero_grad(set_to_none=True)

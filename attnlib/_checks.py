@@ -1,0 +1,394 @@
+"""Checks of the arguments that belong together: queries, keys and values, masks, token ids,
+KV caches, layers, models and training.
+
+Each raises :class:`~attnlib._validate.AttnlibError` through the helpers of
+``attnlib/_validate.py`` (one per kind of argument), so that every message has the same
+shape: ``<name>: expected <what>, received <what>``. A public function opens with one of
+these calls, then its math.
+
+5. queries, keys, values, the scale and the mask of attention;
+6. token ids;
+7. layers, KV caches and models;
+8. positions, training, cost and the worked examples.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from torch import nn
+
+from ._validate import (describe, ensure_bool, ensure_callable, ensure_dim, ensure_float, ensure_heads,
+                        ensure_in_range, ensure_instance, ensure_int, ensure_int_tensor, ensure_kv_heads,
+                        ensure_number, ensure_tensor, fail)
+
+
+# 5. Queries, keys, values, the scale and the mask ------------------------------------------------
+
+def check_scale(scale) -> None:
+    """Check the factor on the dot products: None or a finite number."""
+    if scale is not None:
+        ensure_number("scale", scale, "None or a finite number", math.isfinite)
+
+
+def batch_shape(*named: tuple[str, torch.Tensor]) -> torch.Size:
+    """Broadcast of the batch dimensions ``shape[:-2]`` of ``(name, tensor)`` pairs."""
+    shape = torch.Size()
+    for name, x in named:
+        try:
+            shape = torch.broadcast_shapes(shape, x.shape[:-2])
+        except RuntimeError:
+            raise fail(name, f"batch dimensions that broadcast with {tuple(shape)}",
+                       describe(x)) from None
+    return shape
+
+
+def check_qk(q, k) -> None:
+    """Queries ``(..., T_q, d_k)`` and keys ``(..., T_k, d_k)``: floating point, same rank, d_k,
+    dtype and device, batch dimensions that broadcast."""
+    ensure_float("q", q)
+    ensure_float("k", k)
+    if q.dim() < 2:
+        raise fail("q", "a tensor of shape (..., T_q, d_k)", describe(q))
+    if k.dim() != q.dim():
+        raise fail("k", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(k))
+    if k.shape[-1] != q.shape[-1]:
+        raise fail("k", f"last dimension d_k = {q.shape[-1]} (q's d_k)",
+                   f"d_k = {k.shape[-1]} in {describe(k)}")
+    if k.dtype != q.dtype or k.device != q.device:
+        raise fail("k", f"dtype {q.dtype} on {q.device} (same as q)",
+                   f"{describe(k)} on {k.device}")
+    batch_shape(("q", q), ("k", k))
+
+
+def check_qkv(q, k, v) -> None:
+    """q and k as :func:`check_qk` wants them; v float, of q's rank, dtype and device, one row per key.
+
+    (The batch dimensions of ``v`` are checked by :func:`batch_shape`.)
+    """
+    check_qk(q, k)
+    ensure_float("v", v)
+    if v.dim() != q.dim():
+        raise fail("v", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(v))
+    if v.shape[-2] != k.shape[-2]:
+        raise fail("v", f"T_k = {k.shape[-2]} rows (k's T_k)", f"T_k = {v.shape[-2]} in {describe(v)}")
+    if v.dtype != q.dtype or v.device != q.device:
+        raise fail("v", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(v)} on {v.device}")
+
+
+def check_mask(attn_mask, is_causal, scores_shape: tuple, device: torch.device) -> None:
+    """Check ``attn_mask``/``is_causal`` against scores of shape ``scores_shape`` on ``device``.
+
+    ``is_causal`` is a flag; ``attn_mask`` is None, or (when ``is_causal`` is False) a bool or
+    floating-point tensor on ``device`` that broadcasts to ``scores_shape``.
+    """
+    ensure_bool("is_causal", is_causal)
+    if attn_mask is None:
+        return
+    if is_causal:
+        raise fail("attn_mask", "None when is_causal=True (the causal mask is built for you)",
+                   describe(attn_mask))
+    ensure_tensor("attn_mask", attn_mask)
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise fail("attn_mask", "a bool tensor (True = may attend) or a floating-point tensor "
+                   "(added to the scores)", describe(attn_mask))
+    if attn_mask.device != device:
+        raise fail("attn_mask", f"a tensor on {device} (the device of q)",
+                   f"{describe(attn_mask)} on {attn_mask.device}")
+    scores_shape = torch.Size(scores_shape)
+    try:
+        fits = torch.broadcast_shapes(attn_mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise fail("attn_mask", f"a shape that broadcasts to the scores' shape {tuple(scores_shape)}"
+                   " (..., T_q, T_k)", describe(attn_mask))
+
+
+def check_lengths(lengths, T: int) -> None:
+    """Lengths of padded sequences: a 1-D integer tensor ``(B,)``, each in ``[0, T]``."""
+    ensure_int_tensor("lengths", lengths, "a 1-D integer tensor of shape (B,)", dim=1)
+    ensure_in_range("lengths", lengths, 0, T, f"every length in [0, {T}] (T={T})", "length ")
+
+
+# 6. Token ids ------------------------------------------------------------------------------------
+
+def ensure_ids_in_vocab(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Check that every token id is in ``[0, vocab_size)``."""
+    return ensure_in_range("ids", ids, 0, vocab_size - 1,
+                           f"token ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})", "id ")
+
+
+def check_ids(ids, vocab_size) -> torch.Tensor:
+    """``vocab_size`` a positive int, and token ids of any shape: an integer tensor, every id in
+    ``[0, vocab_size)``."""
+    ensure_int("vocab_size", vocab_size)
+    ensure_int_tensor("ids", ids, "an integer tensor of token ids")
+    return ensure_ids_in_vocab(ids, vocab_size)
+
+
+def check_gpt_ids(model, ids, kv_cache=None) -> int:
+    """The input of a :class:`~attnlib.model.GPT` and its caches; return ``T_cached``.
+
+    ``ids``: integer ``(B, T)``, ``1 <= T <= context_length - T_cached``, ids in the
+    vocabulary (not read on the meta device), on the model's device. ``kv_cache``: None,
+    or one :class:`~attnlib.multihead.KVCache` per block, as :func:`check_gpt_caches` wants.
+    """
+    cfg, device = model.config, model.tok_emb.weight.device
+    ensure_tensor("ids", ids)
+    T_cached = 0 if kv_cache is None else check_gpt_caches(kv_cache, len(model.blocks),
+                                                           ids.shape[0] if ids.dim() else 0)
+    ensure_int_tensor("ids", ids, "a 2-D integer tensor of token ids (B, T)", dim=2)
+    T = ids.shape[1]
+    if not 1 <= T <= cfg.context_length - T_cached:
+        limit = "(context_length)" if not T_cached else \
+            f"(context_length={cfg.context_length} minus {T_cached} cached tokens)"
+        raise fail("ids", f"T in [1, {cfg.context_length - T_cached}] tokens {limit}", describe(ids))
+    if ids.device.type != "meta":  # a model on the meta device has no values to check
+        ensure_ids_in_vocab(ids, cfg.vocab_size)
+    if ids.device != device:
+        raise fail("ids", f"a tensor on {device} (the model's device)", f"{describe(ids)} on {ids.device}")
+    return T_cached
+
+
+# 7. Layers, KV caches and models -----------------------------------------------------------------
+
+def check_activations(name: str, x, d_model: int, weight: torch.Tensor, batch: int | None = None):
+    """A layer's input ``(B, T, d_model)``: floating point, in the dtype and on the device of
+    ``weight`` (the layer's parameters), with ``B = batch`` when given."""
+    ensure_float(name, x)
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise fail(name, f"a tensor of shape (B, T, d_model={d_model})", describe(x))
+    if x.dtype != weight.dtype or x.device != weight.device:
+        raise fail(name, f"dtype {weight.dtype} on {weight.device} (the module's parameters)",
+                   f"{describe(x)} on {x.device}")
+    if batch is not None and x.shape[0] != batch:
+        raise fail(name, f"batch size B = {batch} (the batch size of x)", describe(x))
+    return x
+
+
+@functools.cache
+def _kv_cache_class() -> type:
+    """:class:`attnlib.multihead.KVCache`, imported on first use (multihead imports this module)."""
+    from .multihead import KVCache
+
+    return KVCache
+
+
+def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_cache) -> None:
+    """The arguments of ``MultiHeadAttention.forward`` (see its docstring), in order."""
+    check_activations("x", x, layer.d_model, layer.w_q.weight)
+    if kv_cache is not None:
+        ensure_instance("kv_cache", kv_cache, _kv_cache_class(), "None or an attnlib KVCache")
+        if context is not None:
+            raise fail("context", "None when a kv_cache is given (the cache holds the keys and "
+                       "values of x's own earlier tokens: self-attention)", describe(context))
+    if context is not None:
+        check_activations("context", context, layer.d_model, layer.w_q.weight, batch=x.shape[0])
+    ensure_bool("need_weights", need_weights)
+    T_k = (0 if kv_cache is None else len(kv_cache)) + (x if context is None else context).shape[1]
+    check_mask(attn_mask, is_causal, (x.shape[0], layer.n_heads, x.shape[1], T_k), x.device)
+
+
+def check_kv_new(k_new, v_new) -> None:
+    """New keys and values for a KV cache: 4-D ``(B, n_kv_heads, T_new, d_head)``, the same shape."""
+    for name, t in (("k_new", k_new), ("v_new", v_new)):
+        ensure_dim(name, t, 4, "a 4-D tensor of shape (B, n_kv_heads, T_new, d_head)")
+    if v_new.shape != k_new.shape:
+        raise fail("v_new", f"the shape of k_new, {tuple(k_new.shape)}", describe(v_new))
+
+
+def check_kv_append(cache, k_new: torch.Tensor) -> None:
+    """New keys that fit a non-empty cache: its ``B``, ``n_kv_heads``, ``d_head``, dtype and device."""
+    B, H, _, D = cache.k.shape
+    if (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D) or k_new.dtype != cache.k.dtype \
+            or k_new.device != cache.k.device:
+        raise fail("k_new", f"shape ({B}, {H}, T_new, {D}), dtype {cache.k.dtype} on {cache.k.device} "
+                   f"(what the cache holds: {len(cache)} tokens)", f"{describe(k_new)} on {k_new.device}")
+
+
+def check_gpt_caches(kv_cache, n: int, batch: int) -> int:
+    """A list of ``n`` caches, one per block, holding the same number of tokens of ``batch``
+    sequences; return that number."""
+    KVCache = _kv_cache_class()
+    if not isinstance(kv_cache, (list, tuple)) or len(kv_cache) != n \
+            or not all(isinstance(c, KVCache) for c in kv_cache):
+        raise fail("kv_cache", f"a list of {n} KVCache, one per block ([KVCache() for _ in model.blocks])",
+                   describe(kv_cache) if not isinstance(kv_cache, (list, tuple)) else
+                   f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}")
+    lengths = {len(c) for c in kv_cache}
+    if len(lengths) != 1:
+        raise fail("kv_cache", "caches that hold the same number of tokens in every block",
+                   f"lengths {[len(c) for c in kv_cache]}")
+    if kv_cache[0].k is not None and kv_cache[0].k.shape[0] != batch:
+        raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)",
+                   f"B = {batch}")
+    return lengths.pop()
+
+
+def check_torch_mha(m) -> None:
+    """A ``torch.nn.MultiheadAttention`` that attnlib's layer can copy: one embedding width,
+    no ``add_bias_kv``, no ``add_zero_attn``."""
+    if not isinstance(m, nn.MultiheadAttention):
+        raise fail("m", "a torch.nn.MultiheadAttention", type(m).__name__)
+    if not m._qkv_same_embed_dim:
+        raise fail("m", "kdim == vdim == embed_dim",
+                   f"kdim={m.kdim}, vdim={m.vdim}, embed_dim={m.embed_dim}")
+    if m.bias_k is not None or m.add_zero_attn:
+        raise fail("m", "add_bias_kv=False and add_zero_attn=False",
+                   f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}")
+
+
+def check_gpt_config(c) -> None:
+    """The fields of a :class:`~attnlib.model.GPTConfig` (``d_ff`` may still be None)."""
+    for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
+        ensure_int(name, getattr(c, name))
+    ensure_heads(c.d_model, c.n_heads)
+    if c.d_ff is not None:
+        ensure_int("d_ff", c.d_ff)
+    for name in ("bias", "tie_embeddings"):
+        ensure_bool(name, getattr(c, name))
+    ensure_kv_heads(c.n_heads, c.n_kv_heads)
+
+
+def check_generate(model, ids, max_new_tokens, use_cache) -> None:
+    """The arguments of ``GPT.generate``: a prompt as :func:`check_gpt_ids` wants it, and room
+    for ``max_new_tokens >= 0`` more tokens in the context."""
+    check_gpt_ids(model, ids)  # (B, T0) integer ids in [0, vocab_size), 1 <= T0 <= context_length
+    ensure_int("max_new_tokens", max_new_tokens, min=0)
+    ensure_bool("use_cache", use_cache)
+    T0, C = ids.shape[1], model.config.context_length
+    if T0 + max_new_tokens > C:
+        raise fail("max_new_tokens", f"T0 + max_new_tokens <= context_length = {C} (the model has "
+                   f"{C} learned positions)", f"T0 = {T0} prompt tokens + max_new_tokens = "
+                   f"{max_new_tokens} = {T0 + max_new_tokens}")
+
+
+def renamed(old: str, new: str, old_value, new_value):
+    """The value of an argument passed under its old name, with a DeprecationWarning.
+
+    ``new_value`` must still be the new argument's default, ``False``.
+    """
+    import warnings
+
+    if new_value is not False:
+        raise fail(old, f"not given together with {new} (its new name)", f"{old}={old_value!r}, {new}={new_value!r}")
+    warnings.warn(f"{old} is deprecated: use {new}={old_value!r}", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+# 8. Positions, training, cost and the worked examples --------------------------------------------
+
+def check_rope(x, positions, base) -> None:
+    """The arguments of ``apply_rope``: ``x`` float ``(..., T, d_head)`` with ``d_head`` even and
+    positive, ``base`` a positive number, ``positions`` None or ``T`` real positions ``(T,)``."""
+    ensure_tensor("x", x, min_dim=2)
+    if not x.is_floating_point():
+        raise fail("x", "a floating-point tensor of shape (..., T, d_head)", describe(x))
+    T, d_head = x.shape[-2], x.shape[-1]
+    if d_head == 0 or d_head % 2:
+        raise fail("x", "a last dimension d_head that is even and positive (RoPE rotates pairs of dimensions)",
+                   describe(x))
+    ensure_number("base", base, "a positive number", lambda b: b > 0)
+    if positions is None:
+        return
+    ensure_instance("positions", positions, torch.Tensor, f"None or a 1-D tensor of T={T} positions")
+    if positions.dim() != 1 or positions.shape[0] != T:
+        raise fail("positions", f"a 1-D tensor of shape ({T},), one position per row of x "
+                                f"(x has shape {tuple(x.shape)})", describe(positions))
+    if positions.is_complex() or positions.dtype == torch.bool:
+        raise fail("positions", "integer or float positions", describe(positions))
+
+
+def check_reverse_batch(batch_size, length, vocab_size, generator) -> None:
+    """The arguments of ``reverse_batch``: positive sizes, ``vocab_size >= 3``, a CPU generator or None."""
+    ensure_int("batch_size", batch_size)
+    ensure_int("length", length)
+    ensure_int("vocab_size", vocab_size)
+    if vocab_size < 3:
+        raise fail("vocab_size", "at least 3 (two digits and the separator)", f"vocab_size={vocab_size}")
+    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
+        raise fail("generator", "None or a CPU torch.Generator", describe(generator))
+
+
+def check_logits_targets(logits, targets) -> None:
+    """Logits ``(B, T, vocab_size)``, floating point, and integer targets ``(B, T)``."""
+    ensure_tensor("logits", logits)
+    if logits.dim() != 3 or not logits.is_floating_point():
+        raise fail("logits", "a floating-point tensor of shape (B, T, vocab_size)", describe(logits))
+    ensure_tensor("targets", targets)
+    if targets.shape != logits.shape[:2] or targets.is_floating_point() or targets.dtype == torch.bool:
+        raise fail("targets", f"an integer tensor of shape (B, T) = {tuple(logits.shape[:2])}", describe(targets))
+
+
+def check_loss_mask(mask, targets: torch.Tensor) -> None:
+    """A boolean mask of the targets' shape ``(B, T)`` with at least one True position."""
+    ensure_tensor("mask", mask)
+    if mask.dtype != torch.bool or mask.shape != targets.shape:
+        raise fail("mask", f"a boolean tensor of shape (B, T) = {tuple(targets.shape)}", describe(mask))
+    if not mask.any():
+        raise fail("mask", "at least one True position (the loss averages over them)", "no True entry")
+
+
+def check_train(model, make_batch, steps, lr, weight_decay, progress) -> None:
+    """The arguments of ``train``: a module, a batch function, a positive number of steps,
+    ``lr > 0``, ``weight_decay >= 0`` and a flag."""
+    ensure_instance("model", model, nn.Module,
+                    "a torch.nn.Module mapping ids (B, T) to logits (B, T, vocab_size)")
+    ensure_callable("make_batch", make_batch, "a function returning (ids, targets, mask)")
+    ensure_int("steps", steps)
+    # written as "not below the bound", so nan passes here, as it always has (AdamW rejects it)
+    ensure_number("lr", lr, "a positive number", lambda v: not v <= 0)
+    ensure_number("weight_decay", weight_decay, "a non-negative number", lambda v: not v < 0)
+    ensure_bool("progress", progress)
+
+
+def ensure_trainable(model: nn.Module, params: list) -> list:
+    """Check that ``params``, the model's trainable parameters, is not empty."""
+    if not params:
+        raise fail("model", "a module with trainable parameters", f"{type(model).__name__} without any")
+    return params
+
+
+def ensure_batch(batch) -> tuple:
+    """Check what ``make_batch()`` returned: a tuple ``(ids, targets, mask)``."""
+    if not isinstance(batch, tuple) or len(batch) != 3:
+        raise fail("make_batch", "a function returning a tuple (ids, targets, mask)",
+                   f"a function returning {describe(batch)}")
+    return batch
+
+
+def check_fit_points(xs, ys) -> tuple[list[float], list[float]]:
+    """Points of a log-log fit: as many finite positive ys as xs, at least 2; return them as floats."""
+    try:
+        x = [float(v) for v in xs]
+        y = [float(v) for v in ys]
+    except (TypeError, ValueError):
+        raise fail("xs, ys", "two sequences of numbers", f"{describe(xs)}, {describe(ys)}") from None
+    if len(x) != len(y) or len(x) < 2:
+        raise fail("xs, ys", "two sequences of the same length, at least 2",
+                   f"lengths {len(x)} and {len(y)}")
+    if min(x) <= 0 or min(y) <= 0 or not all(map(math.isfinite, x + y)):
+        raise fail("xs, ys", "finite positive numbers (their logarithms are fitted)",
+                   f"xs {x}, ys {y}")
+    return x, y
+
+
+def ensure_cpu_or_cuda(device: torch.device) -> torch.device:
+    """Check that memory can be measured on ``device``: the CPU or a CUDA device."""
+    if device.type not in ("cpu", "cuda"):
+        raise fail("device", '"cpu" or a CUDA device', describe(device))
+    return device
+
+
+def check_sentence(sentence: str, tokens: list[str], vocab: list[str], d_model) -> None:
+    """The arguments of ``examples.sentence_embeddings``: words of the corpus and a width.
+
+    (As it always has, this ``d_model`` check accepts ``True`` and shows ``repr(d_model)``.)
+    """
+    missing = [t for t in tokens if t not in vocab]
+    if missing:
+        raise fail("sentence", f"words of the corpus {vocab}", f"{sentence!r} with {missing} not in it")
+    if not isinstance(d_model, int) or d_model < 1:
+        raise fail("d_model", "a positive int", repr(d_model))

@@ -6,6 +6,9 @@ import os
 # first cell runs `%matplotlib inline`). The suite runs the notebooks and builds the book
 # under Agg, so a chapter that forgets it loses its figures and fails here.
 os.environ["MPLBACKEND"] = "Agg"
+# The course's outputs and messages are compared in English: a shell that asks attnlib for
+# Chinese (ATTNLIB_LANG=zh_CN) must not change them. Tests of the Chinese set it themselves.
+os.environ.pop("ATTNLIB_LANG", None)
 
 
 def pytest_collectstart(collector):

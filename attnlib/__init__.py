@@ -43,6 +43,7 @@ every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices
 shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
 homework                        ``homework``    ``python -m attnlib.homework release|grade``
+in Chinese                      ``i18n``        ``ATTNLIB_LANG=zh_CN``: checker, grader and figure words from a catalog
 the Chinese edition             ``translate``   ``translate_notebook`` (markdown from ``locales/``; not imported here)
 ==============================  ==============  =====================================================
 

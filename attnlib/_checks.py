@@ -208,6 +208,13 @@ def check_kv_append(cache, k_new: torch.Tensor) -> None:
                    f"(what the cache holds: {len(cache)} tokens)", f"{describe(k_new)} on {k_new.device}")
 
 
+def check_kv_room(cache, T_new: int) -> None:
+    """New tokens that fit in a cache of ``max_tokens``: ``T_cached + T_new <= max_tokens``."""
+    if len(cache) + T_new > cache.max_tokens:
+        raise fail("k_new", f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
+                   f"max_tokens={cache.max_tokens} and holds {len(cache)})", f"T_new = {T_new}")
+
+
 def check_gpt_caches(kv_cache, n: int, batch: int) -> int:
     """A list of ``n`` caches, one per block, holding the same number of tokens of ``batch``
     sequences; return that number."""

@@ -11,7 +11,8 @@ of each gated solution (``solution-start`` ... ``solution-end``) is removed,
 and outputs and execution counts are cleared. Sources are only read; an
 existing output file is never overwritten. ``--lang zh_CN`` releases the Chinese
 edition: the markdown comes from the book's catalogs (``attnlib.translate``),
-the code is the same, so grading does not depend on the language.
+the code is the same, so grading does not depend on the language, and a first code
+cell sets ``ATTNLIB_LANG=zh_CN`` so that the checkers answer in Chinese.
 
 **grade** runs each submission top to bottom in a fresh kernel, every cell
 with a time limit and errors allowed, then grades every coding exercise of the
@@ -23,7 +24,8 @@ A syntax error, an exception, an endless loop or a missing function costs that
 exercise only, and so does calling the answer: while the student's function runs,
 a call of what the exercise asks the learner to write (attnlib's own version, or
 any checker's reference) scores 0 with a message that says so
-(``attnlib.check.forbidding``). The submission file is only read.
+(``attnlib.check.forbidding``). The submission file is only read. The report is in
+the language of ``ATTNLIB_LANG`` (``attnlib.i18n``); the points and results are not.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import re
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,6 +45,7 @@ import torch
 
 from .check import CHECKS, Check, compare
 from .check._core import GUARD_SOURCE, forbidden_spec
+from .i18n import tr
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION_START = re.compile(r"^\s*[`:]{3,}\s*\{solution-start\}\s*(\S+)", re.M)
@@ -60,15 +64,17 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as e:
-        raise HomeworkError(f"{path}: cannot read it ({e.strerror})") from None
+        raise HomeworkError(tr("{path}: cannot read it ({why})").format(path=path, why=e.strerror)) from None
     except UnicodeDecodeError:
-        raise HomeworkError(f"{path}: not a notebook (expected a .ipynb JSON file, found binary data)") from None
+        raise HomeworkError(tr("{path}: not a notebook (expected a .ipynb JSON file, found binary data)")
+                            .format(path=path)) from None
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as e:  # json errors, nbformat validation errors
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise HomeworkError(f"{path}: not a valid notebook (expected a .ipynb JSON file: {first})") from None
+        raise HomeworkError(tr("{path}: not a valid notebook (expected a .ipynb JSON file: {why})")
+                            .format(path=path, why=first)) from None
     return nb
 
 
@@ -92,8 +98,9 @@ def exercises_of(nb: nbformat.NotebookNode, path: Path) -> list[Check]:
             chapters.update(_chapter_of(lbl) for lbl in LABEL.findall(cell.source) if lbl in CHECKS)
     checks = [c for label, c in CHECKS.items() if _chapter_of(label) in chapters]
     if not checks:
-        raise HomeworkError(f"{path}: no graded exercises found (expected a chapter notebook named "
-                            f"NN_topic.ipynb, or exercise labels such as {next(iter(CHECKS))})")
+        raise HomeworkError(tr("{path}: no graded exercises found (expected a chapter notebook named "
+                               "NN_topic.ipynb, or exercise labels such as {label})").format(
+                                   path=path, label=next(iter(CHECKS))))
     return checks
 
 
@@ -112,19 +119,21 @@ def _stub(source: str, label: str | None) -> str:
             skipping = True
         elif line.strip().startswith(END):
             if not skipping:
-                raise HomeworkError(f"'{END}' without '{BEGIN}' in:\n{source}")
+                raise HomeworkError(tr("'{end}' without '{begin}' in:\n{source}").format(
+                    end=END, begin=BEGIN, source=source))
             skipping = False
         elif not skipping:
             out.append(line)
     if skipping:
-        raise HomeworkError(f"'{BEGIN}' without '{END}' in:\n{source}")
+        raise HomeworkError(tr("'{begin}' without '{end}' in:\n{source}").format(
+            end=END, begin=BEGIN, source=source))
     return "\n".join(out)
 
 
 STUDENT_NOTE = {
     None: "Student version. In each exercise, replace `raise NotImplementedError(...)` "
           "with your code, then run the check cell below it.",
-    "zh_CN": "学生版。每个练习里,把 `raise NotImplementedError(...)` 换成你自己的代码,"
+    "zh_CN": "学生版。每个练习里，把 `raise NotImplementedError(...)` 换成你自己的代码，"
              "然后运行它下面的检查单元格。",
 }
 
@@ -152,15 +161,16 @@ def student_version(nb: nbformat.NotebookNode, lang: str | None = None) -> nbfor
             continue      # solution prose: removed
         cells.append(cell)
     if label is not None:
-        raise HomeworkError(f"solution {label} has no solution-end")
+        raise HomeworkError(tr("solution {label} has no solution-end").format(label=label))
     note = nbformat.v4.new_markdown_cell("```{note}\n" + STUDENT_NOTE[lang] + "\n```")
     nb.cells = cells[:1] + [note] + cells[1:]
     return nb
 
 
 def _translated(nb: nbformat.NotebookNode, src: Path, lang: str) -> nbformat.NotebookNode:
-    """The chapter ``src`` with its markdown from the ``lang`` catalog of the book."""
-    from .translate import load_catalog, translate_notebook
+    """The chapter ``src`` with its markdown from the ``lang`` catalog of the book, and a first
+    code cell that sets ``ATTNLIB_LANG``: the checkers answer in ``lang`` too."""
+    from .translate import load_catalog, translate_notebook, with_language_cell
 
     try:
         catalog = load_catalog(f"notebooks/{Path(src).stem}", lang)
@@ -168,9 +178,10 @@ def _translated(nb: nbformat.NotebookNode, src: Path, lang: str) -> nbformat.Not
         raise HomeworkError(f"{src}: {e}") from None
     translated, missing = translate_notebook(nb, catalog)
     if missing:
-        raise HomeworkError(f"{src}: the {lang} catalog does not match this notebook ({len(missing)} "
-                            f"messages not found, e.g. {sorted(missing)[0][:60]!r}): run `make catalogs`")
-    return translated
+        raise HomeworkError(tr("{src}: the {lang} catalog does not match this notebook ({n} messages not "
+                               "found, e.g. {example}): run `make catalogs`").format(
+                                   src=src, lang=lang, n=len(missing), example=repr(sorted(missing)[0][:60])))
+    return with_language_cell(translated, lang)
 
 
 def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list[Path]:
@@ -181,15 +192,17 @@ def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list
     Chinese edition (markdown from the book's catalogs, the same code).
     """
     if lang not in STUDENT_NOTE:
-        raise HomeworkError(f"--lang: expected one of {sorted(k for k in STUDENT_NOTE if k)} "
-                            f"(or none for English), received {lang!r}")
+        raise HomeworkError(tr("--lang: expected one of {langs} (or none for English), received {lang}").format(
+            langs=sorted(k for k in STUDENT_NOTE if k), lang=repr(lang)))
     students = {}
     for src in sources:
         dest = out_dir / Path(src).name
         if dest.resolve() == Path(src).resolve():
-            raise HomeworkError(f"{dest}: would overwrite the source notebook; choose another --out")
+            raise HomeworkError(tr("{dest}: would overwrite the source notebook; choose another --out")
+                                .format(dest=dest))
         if dest.exists() or dest in students:
-            raise HomeworkError(f"{dest}: already exists; it is not overwritten (remove it, or choose another --out)")
+            raise HomeworkError(tr("{dest}: already exists; it is not overwritten (remove it, or choose another "
+                                   "--out)").format(dest=dest))
         nb = read_notebook(src)
         if lang:
             nb = _translated(nb, src, lang)
@@ -253,8 +266,11 @@ class Result:
     function: str
     points: int
     max_points: int
-    result: str   # pass, fail, error, timeout, missing, forbidden
-    message: str
+    result: str   # one of RESULTS, in every language
+    message: str  # in the language of ATTNLIB_LANG
+
+
+RESULTS = ("pass", "fail", "error", "timeout", "missing", "forbidden")
 
 
 def _replay(recorded: list[dict]):
@@ -294,8 +310,8 @@ def grade_one(path: Path, timeout: float = 30.0) -> list[Result]:
             client = NotebookClient(
                 run, timeout=timeout, kernel_name="python3", allow_errors=True,
                 interrupt_on_timeout=True, record_timing=False,
-                error_on_timeout={"ename": "CellTimeoutError", "evalue": f"cell ran past {timeout:g} s",
-                                  "traceback": []},
+                error_on_timeout={"ename": "CellTimeoutError", "traceback": [],
+                                  "evalue": tr("cell ran past {timeout} s").format(timeout=f"{timeout:g}")},
                 resources={"metadata": {"path": tmp}},  # the kernel works in a scratch folder
             )
             with client.setup_kernel():
@@ -351,39 +367,48 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
 
     if not results_path.exists():
         if elapsed >= timeout:
-            return result(0, "timeout", f"{check.function}: did not finish within {timeout:g} s "
-                                        "(an endless loop?)")
+            return result(0, "timeout", tr("{function}: did not finish within {timeout} s (an endless loop?)")
+                          .format(function=check.function, timeout=f"{timeout:g}"))
         errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
-        return result(0, "error", f"{check.function}: could not be run "
-                                  f"({errors[0] if errors else 'no results came back'})")
+        return result(0, "error", tr("{function}: could not be run ({why})").format(
+            function=check.function, why=errors[0] if errors else tr("no results came back")))
     recorded = torch.load(results_path, weights_only=True)
     if recorded["missing"]:
-        return result(0, "missing", f"no function named {check.function} was defined "
-                                    "(did its cell raise an error?)")
+        return result(0, "missing", tr("no function named {function} was defined (did its cell raise an error?)")
+                      .format(function=check.function))
     forbidden = [r["forbidden"] for r in recorded["results"] if "forbidden" in r]
     if forbidden:
-        return result(0, "forbidden", f"{check.function}: {forbidden[0]}")
+        return result(0, "forbidden", tr("{name}: {problem}").format(name=check.function, problem=forbidden[0]))
     try:
         n = compare(check.function, _replay(recorded["results"]), cases, check.reference,
                     check.hint, check.atol, check.rtol)
     except AssertionError as e:
         return result(0, "fail", str(e))
-    return result(check.points, "pass", f"all {n} cases passed")
+    return result(check.points, "pass", tr("all {n} cases passed").format(n=n))
 
 
 def report(path: Path, results: list[Result]) -> str:
-    """The table printed for one submission, ending with ``score: X/Y``."""
-    rows = [("exercise", "points", "result", "message")]
-    rows += [(r.exercise, f"{r.points}/{r.max_points}", r.result, _first_line(r.message)) for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    """The table printed for one submission, ending with ``score: X/Y``.
+
+    In the language of ATTNLIB_LANG; the points, and the results in ``--json``
+    (``Result.result``: one of RESULTS), are the same in every language.
+    """
+    rows = [(tr("exercise"), tr("points"), tr("result"), tr("message"))]
+    rows += [(r.exercise, f"{r.points}/{r.max_points}", tr(r.result), _first_line(r.message)) for r in results]
+    widths = [max(_width(row[i]) for row in rows) for i in range(3)]
     lines = [f"{path}"]
     for i, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+        lines.append("  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row[:3], widths)) + "  " + row[3])
         if i == 0:
-            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 7)
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * _width(row[3]))
     score, total = sum(r.points for r in results), sum(r.max_points for r in results)
-    lines.append(f"score: {score}/{total}")
+    lines.append(tr("score: {score}/{total}").format(score=score, total=total))
     return "\n".join(lines)
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 # ------------------------------------------------------------------ command line
@@ -406,14 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "release":
             for dest in release(args.sources, args.out, args.lang):
-                print(f"wrote {dest}")
+                print(tr("wrote {dest}").format(dest=dest))
             return 0
         for path in args.submissions:   # every file must be a chapter notebook before any runs
             exercises_of(read_notebook(path), path)
         if args.json and any(args.json.resolve() == p.resolve() for p in args.submissions):
-            raise HomeworkError(f"{args.json}: is a submission; the report would overwrite it")
+            raise HomeworkError(tr("{path}: is a submission; the report would overwrite it").format(path=args.json))
     except HomeworkError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(tr("error: {message}").format(message=e), file=sys.stderr)
         return 2
 
     reports = []
@@ -424,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                         "score": sum(r.points for r in results),
                         "max_score": sum(r.max_points for r in results)})
     if args.json:
-        args.json.write_text(json.dumps({"submissions": reports}, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"submissions": reports}, indent=2, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
     return 0
 
 

@@ -269,7 +269,8 @@ class GPT(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            cache = [KVCache() for _ in self.blocks] if use_cache else None
+            T_end = ids.shape[1] + max_new_tokens  # the memory for every token is allocated once, at the first step
+            cache = [KVCache(max_tokens=T_end) for _ in self.blocks] if use_cache else None
             out, new = ids, ids  # new: the tokens the model has not read yet
             for _ in range(max_new_tokens):
                 if use_cache:

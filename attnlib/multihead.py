@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_mha_inputs, check_kv_new, check_kv_append, check_torch_mha
+from ._checks import check_kv_append, check_kv_new, check_kv_room, check_mha_inputs, check_torch_mha
 from ._validate import ensure_int, ensure_number, ensure_dim, ensure_divisible, ensure_heads, ensure_kv_heads
 from .attention import attention_weights
 from .masks import causal_mask
@@ -129,8 +129,11 @@ class KVCache:
     key and value depend only on the tokens up to it, so they never change once computed.
 
     Memory: ``2 B n_kv_heads T_cached d_head`` numbers per layer (:attr:`nbytes`).
-    ``torch.cat`` copies the cache at every step, which keeps the code short; serving
-    systems allocate the memory for the whole context once instead.
+    ``KVCache()`` grows with ``torch.cat``, which copies the whole cache at every step: the
+    shortest code. ``KVCache(max_tokens=T_max)`` allocates the memory for ``T_max`` tokens
+    at the first update, as serving systems do, and writes each step's keys and values into
+    it in place: no copy, and ``k``, ``v`` are views of its first ``T_cached`` rows.
+    ``GPT.generate`` uses that form.
 
     Example:
         >>> cache = KVCache()
@@ -138,11 +141,18 @@ class KVCache:
         >>> k, v = cache.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))    # 1 more
         >>> len(cache), tuple(k.shape), cache.nbytes                  # 2 * 1*2*4*4 floats of 4 bytes
         (4, (1, 2, 4, 4), 256)
+        >>> ahead = KVCache(max_tokens=8)                             # room for 8 tokens, allocated once
+        >>> k, v = ahead.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+        >>> k, v = ahead.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
+        >>> len(ahead), tuple(k.shape), torch.equal(k, cache.k)
+        (4, (1, 2, 4, 4), True)
     """
 
-    def __init__(self):
+    def __init__(self, max_tokens: int | None = None):
+        self.max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
         self.k: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
         self.v: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, n_kv_heads, max_tokens, d_head) each
 
     def __len__(self) -> int:
         """The number of cached tokens, ``T_cached``."""
@@ -150,7 +160,8 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached keys and values."""
+        """Bytes of the cached keys and values (``T_cached`` tokens; a ``max_tokens`` cache
+        has allocated room for ``max_tokens``)."""
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
     def __repr__(self) -> str:
@@ -168,12 +179,21 @@ class KVCache:
             ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first.
         """
         check_kv_new(k_new, v_new)
-        if self.k is None:
-            self.k, self.v = k_new, v_new
+        if self.k is not None:
+            check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
+        T, T_new = len(self), k_new.shape[2]
+        if self.max_tokens is None:     # grow: copy what is cached and the new rows into new tensors
+            self.k = k_new if self.k is None else torch.cat([self.k, k_new], dim=2)  # (B, H, T + T_new, D)
+            self.v = v_new if self.v is None else torch.cat([self.v, v_new], dim=2)
             return self.k, self.v
-        check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
-        self.k = torch.cat([self.k, k_new], dim=2)  # (B, H, T_cached, D) + (B, H, T_new, D) -> (B, H, T_cached + T_new, D)
-        self.v = torch.cat([self.v, v_new], dim=2)
+        check_kv_room(self, T_new)  # T + T_new <= max_tokens
+        if self._buffers is None:       # the first update allocates room for max_tokens tokens
+            B, H, _, D = k_new.shape
+            self._buffers = tuple(k_new.new_empty(B, H, self.max_tokens, D) for _ in range(2))
+        k_buf, v_buf = self._buffers
+        k_buf[:, :, T:T + T_new] = k_new  # write the new rows in place: (B, H, T_new, D)
+        v_buf[:, :, T:T + T_new] = v_new
+        self.k, self.v = k_buf[:, :, :T + T_new], v_buf[:, :, :T + T_new]  # views: (B, H, T + T_new, D)
         return self.k, self.v
 
 

@@ -11,17 +11,30 @@
 Signed matrices use a diverging colour map centred on 0 (blue < 0 < red);
 non-negative ones (one-hot rows, attention weights) a sequential one. Every
 function returns the matplotlib ``Figure``; call ``plt.show()`` in a notebook.
+
+With ``ATTNLIB_LANG=zh_CN`` (``attnlib.i18n``) every word a figure shows is Chinese: the
+words attnlib draws, and the titles and labels you pass, looked up whole in attnlib's
+catalog (a label's numbers stand for themselves: "length 5" is found as "length {}");
+a label the catalog lacks, math (``$...$``) and code names stay as they are. Texts with
+Chinese characters are set in a font that has them (``CHINESE_FONTS``).
 """
 from __future__ import annotations
 
+import logging
 import math
+import re
+import warnings
 from typing import Sequence
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib import font_manager
+from matplotlib.text import Text
 
 from ._validate import describe, fail
+from .i18n import language, tr
 
 STYLE = {
     "figure.dpi": 100,
@@ -33,6 +46,62 @@ STYLE = {
 }
 SEQUENTIAL = "Blues"
 DIVERGING = "RdBu_r"
+# Fonts with Chinese characters, in order of preference: with ATTNLIB_LANG=zh_CN the first one
+# matplotlib knows sets every text that has Chinese in it (numbers and math keep matplotlib's fonts).
+CHINESE_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
+                 "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC")
+
+
+def _font(artist) -> None:
+    """In Chinese, the Chinese texts of ``artist`` (an Axes or a Figure) in a font that has their characters.
+
+    The first of CHINESE_FONTS that matplotlib knows, then its default sans-serif for the
+    symbols that font lacks; a warning says what to install when there is none. Set on the
+    texts themselves, not through rcParams: an Axes' title and labels exist before a plot
+    function fills them in.
+    """
+    if language() == "en":
+        return
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    font = next((f for f in CHINESE_FONTS if f in installed), None)
+    if font is None:
+        warnings.warn(tr("ATTNLIB_LANG=zh_CN: matplotlib finds no font with Chinese characters, so the "
+                         "Chinese text of the figures shows as empty boxes. Install one, e.g. "
+                         "`apt-get install fonts-noto-cjk` on Debian, Ubuntu or Colab (macOS and Windows "
+                         "have one already), then delete matplotlib's font cache ({cache}) and restart "
+                         "Python. The fonts looked for: {fonts}.").format(
+                             cache=matplotlib.get_cachedir(), fonts=", ".join(CHINESE_FONTS)), stacklevel=3)
+        return
+    # some of these fonts come in one weight: matplotlib would log a line for every bold title
+    logging.getLogger("matplotlib.font_manager").addFilter(_one_weight)
+    for text in artist.findobj(Text):
+        if re.search("[\u3400-\u9fff\uff00-\uffef]", text.get_text()):   # the rest keeps matplotlib's fonts
+            text.set_fontfamily([font, "sans-serif"])
+
+
+def _one_weight(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("findfont: Failed to find font weight")
+
+
+def _label(text):
+    """A title or label passed to a plot function, in the language of ATTNLIB_LANG.
+
+    The catalog's translation of the whole text, or of the text with each number as ``{}``
+    (then filled in again); otherwise the text itself, and anything that is not a string.
+    """
+    if not isinstance(text, str) or language() == "en":
+        return text
+    whole = tr(text)
+    if whole != text or "{" in text or "}" in text:
+        return whole
+    pattern = re.sub(r"\d+(?:\.\d+)?", "{}", text)                  # "length 5" -> "length {}"
+    if pattern == text or tr(pattern) == pattern:
+        return text
+    return tr(pattern).format(*re.findall(r"\d+(?:\.\d+)?", text))
+
+
+def _labels(texts):
+    return None if texts is None else [_label(t) for t in texts]
 
 
 def _as_2d(name: str, m) -> np.ndarray:
@@ -49,6 +118,7 @@ def _as_2d(name: str, m) -> np.ndarray:
 def _draw(ax, m: np.ndarray, title: str, row_labels=None, col_labels=None,
           annotate: bool | None = None, vmin=None, vmax=None, fmt: str = ".2f"):
     """Draw matrix ``m`` on ``ax`` as a heatmap, with the shape in the title."""
+    title, row_labels, col_labels = _label(title), _labels(row_labels), _labels(col_labels)
     signed = (m < 0).any()
     if signed:
         lim = float(np.abs(m).max()) or 1.0
@@ -95,6 +165,7 @@ def show_matrix(m, title: str = "", row_labels: Sequence[str] | None = None,
             fig, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 1.6, 0.45 * m.shape[0] + 1.2),
                                    layout="constrained")
         _draw(ax, m, title, row_labels, col_labels, annotate, fmt=fmt)
+        _font(ax)
         return ax.figure
 
 
@@ -133,7 +204,8 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
                 labels = row_labels
             cols = col_labels if col_labels is not None and len(col_labels) == a.shape[1] else None
             _draw(ax, a, title, labels, cols, annotate, fmt=fmt)
-            ax.set_xlabel(xlabel)
+            ax.set_xlabel(_label(xlabel))
+        _font(fig)
         if ops:
             fig.get_layout_engine().set(wspace=0.06)  # room for the symbols between matrices
             fig.draw_without_rendering()              # settle the layout before reading positions
@@ -160,8 +232,9 @@ def attention_heatmap(weights, q_labels: Sequence[str] | None = None,
             fig, ax = plt.subplots(figsize=(0.6 * w.shape[1] + 1.8, 0.55 * w.shape[0] + 1.2),
                                    layout="constrained")
         _draw(ax, w, title, q_labels, k_labels, vmin=0.0, vmax=1.0)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query (attending)")
+        ax.set_xlabel(tr("key (attended to)"))
+        ax.set_ylabel(tr("query (attending)"))
+        _font(ax)
         return ax.figure
 
 
@@ -188,6 +261,7 @@ def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4,
                 continue
             _draw(ax, _as_2d("weights", weights[h]), f"{title} {h}", labels, labels,
                   annotate=False, vmin=0.0, vmax=1.0)
+        _font(fig)
         return fig
 
 
@@ -234,21 +308,23 @@ def loss_curve(losses: Sequence[float], window: int = 20, reference: float | Non
     with plt.rc_context(STYLE):
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
-        ax.plot(steps, values, color=HIGHLIGHT, alpha=0.3, linewidth=0.8, label="loss per step")
+        ax.plot(steps, values, color=HIGHLIGHT, alpha=0.3, linewidth=0.8, label=tr("loss per step"))
         ax.plot(steps, mean, color=HIGHLIGHT, linewidth=1.8,
-                label=f"mean of {window} steps" if window > 1 else "loss")
+                label=tr("mean of {window} steps").format(window=window) if window > 1 else tr("loss"))
         if reference is not None:
-            ax.axhline(reference, color="#616161", linestyle="--", linewidth=1.0, label=reference_label)
+            ax.axhline(reference, color="#616161", linestyle="--", linewidth=1.0, label=_label(reference_label))
         if log:
             ax.set_yscale("log")
-        ax.set_xlabel("training step")
-        ax.set_ylabel("loss (cross-entropy)")
-        ax.set_title(title)
+        ax.set_xlabel(tr("training step"))
+        ax.set_ylabel(tr("loss (cross-entropy)"))
+        ax.set_title(_label(title))
         ax.legend(frameon=False)
+        _font(ax)
         return ax.figure
 
 
-# The steps of one multi-head self-attention layer, in order: (key, box text, chapter).
+# The steps of one multi-head self-attention layer, in order: (key, box text, chapter); the box
+# texts are English, looked up in the catalog when drawn (attnlib.i18n).
 OVERVIEW_STEPS = (
     ("embed", "tokens → X\n(embed)", 1),
     ("project", "Q, K, V\n= X W_Q, X W_K, X W_V", 2),
@@ -302,10 +378,10 @@ def overview(highlight: str | Sequence[str] = (), title: str | None = None):
             ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
                                         facecolor=HIGHLIGHT if on else "#f2f2f2",
                                         edgecolor=HIGHLIGHT if on else "#9e9e9e", linewidth=1.2))
-            ax.text(x, y, text, ha="center", va="center", fontsize=8.5,
+            ax.text(x, y, tr(text), ha="center", va="center", fontsize=8.5,
                     color="white" if on else "black", fontweight="bold" if on else "normal")
-            ax.text(x + w / 2 - 0.04, y + h / 2 - 0.03, f"ch. {chapter}", ha="right", va="top",
-                    fontsize=6.5, color="white" if on else "#757575")
+            ax.text(x + w / 2 - 0.04, y + h / 2 - 0.03, tr("ch. {chapter}").format(chapter=chapter),
+                    ha="right", va="top", fontsize=6.5, color="white" if on else "#757575")
         for (x0, y0), (x1, y1) in zip(pos, pos[1:]):
             if y0 == y1:
                 start, end = (x0 + np.sign(x1 - x0) * w / 2, y0), (x1 - np.sign(x1 - x0) * w / 2, y1)
@@ -316,10 +392,11 @@ def overview(highlight: str | Sequence[str] = (), title: str | None = None):
         from matplotlib.patches import Polygon
         frame = [(1.22, 2.04), (5.98, 2.04), (5.98, 0.2), (3.62, 0.2), (3.62, 1.12), (1.22, 1.12)]
         ax.add_patch(Polygon(frame, closed=True, fill=False, linestyle="--", edgecolor="#757575", linewidth=1.0))
-        ax.text(1.3, 1.26, "one head (n_heads of them side by side)", ha="left", va="center", fontsize=8,
-                color="#616161", style="italic")
+        ax.text(1.3, 1.26, tr("one head (n_heads of them side by side)"), ha="left", va="center", fontsize=8,
+                color="#616161", style="italic" if language() == "en" else "normal")   # no slanted hanzi
         if title:
-            ax.set_title(title)
+            ax.set_title(_label(title))
+        _font(fig)
         return fig
 
 
@@ -380,7 +457,8 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
             fig, ax = plt.subplots(figsize=(5.2, 3.8), layout="constrained")
         for name, y in curves.items():
             p = loglog_slope(x[-n_fit:], y[-n_fit:])
-            ax.plot(x, y, marker="o", linewidth=1.6, label=f"{name}: slope {p:.2f}")
+            label = tr("{name}: slope {p}").format(name=_label(name), p=f"{p:.2f}")
+            ax.plot(x, y, marker="o", linewidth=1.6, label=label)
         x0, y0 = x[-1], next(iter(curves.values()))[-1]        # guides meet the first series' last point
         styles = [":", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]    # one line style per guide, told apart in grey
         for i, p in enumerate(guides):                          # under the measurements (zorder 1)
@@ -391,8 +469,9 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
         ax.set_yscale("log")
         ax.set_xticks(x, [f"{v:g}" for v in x])
         ax.minorticks_off()
-        ax.set_xlabel(var if var != "T" else "sequence length T")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
+        ax.set_xlabel(_label(var) if var != "T" else tr("sequence length T"))
+        ax.set_ylabel(_label(ylabel))
+        ax.set_title(_label(title))
         ax.legend(frameon=False, fontsize=8.5)
+        _font(ax)
         return ax.figure

@@ -12,7 +12,9 @@ A message is replaced where its English text stands as a whole block of a
 markdown cell (a paragraph, a heading, a list item, a table cell, a directive's
 title), with the line breaks of the cell in place of the message's spaces.
 :func:`translate_notebook` reports the messages it could not place, and the
-tests require that there are none.
+tests require that there are none. A translated notebook written to a file starts with
+:func:`language_cell`, which sets ``ATTNLIB_LANG`` (``attnlib.i18n``): the checkers'
+feedback and the figures' words are then in the same language as the text.
 
     python -m attnlib.translate notebooks/04_masking.ipynb out/04_masking.ipynb   # zh_CN
 """
@@ -25,8 +27,10 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["catalog_path", "load_catalog", "translate_markdown", "translate_notebook",
-           "translate_notebook_file"]
+from .i18n import tr
+
+__all__ = ["catalog_path", "language_cell", "load_catalog", "translate_markdown", "translate_notebook",
+           "translate_notebook_file", "with_language_cell"]
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "locales"
@@ -47,8 +51,8 @@ def load_catalog(docname: str, lang: str = "zh_CN") -> dict[str, str]:
 
     path = catalog_path(docname, lang)
     if not path.exists():
-        raise FileNotFoundError(f"no {lang} catalog for {docname}: expected {path} "
-                                "(run `make catalogs`, then translate it)")
+        raise FileNotFoundError(tr("no {lang} catalog for {docname}: expected {path} (run `make catalogs`, "
+                                   "then translate it)").format(lang=lang, docname=docname, path=path))
     return {e.msgid: e.msgstr for e in polib.pofile(str(path))
             if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
 
@@ -110,6 +114,24 @@ def translate_notebook(nb, catalog: dict[str, str]) -> tuple[object, set[str]]:
     return nb, set(catalog) - placed
 
 
+LANGUAGE_TAG = "course-language"     # the tag of the cell that language_cell makes
+
+
+def language_cell(lang: str) -> nbformat.NotebookNode:
+    """A code cell that makes attnlib speak ``lang``: its checkers' feedback and its figures' words."""
+    source = (tr("# attnlib's checker feedback and figure labels in this notebook's language "
+                 "(ATTNLIB_LANG, see attnlib/i18n.py)", lang)
+              + f'\nimport os\nos.environ["ATTNLIB_LANG"] = "{lang}"')
+    return nbformat.v4.new_code_cell(source, metadata={"tags": [LANGUAGE_TAG]})
+
+
+def with_language_cell(nb, lang: str):
+    """``nb`` with :func:`language_cell` as its first code cell (``nb`` is changed and returned)."""
+    first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+    nb.cells.insert(first, language_cell(lang))
+    return nb
+
+
 def translate_notebook_file(src: Path, dest: Path, lang: str = "zh_CN") -> set[str]:
     """Translate the chapter ``src`` (``notebooks/NN_x.ipynb``) into ``dest``; returns the unplaced messages.
 
@@ -119,17 +141,18 @@ def translate_notebook_file(src: Path, dest: Path, lang: str = "zh_CN") -> set[s
     """
     src, dest = Path(src), Path(dest)
     if dest.resolve() == src.resolve():
-        raise ValueError(f"dest: expected a new file, received the source notebook itself ({src})")
+        raise ValueError(tr("dest: expected a new file, received the source notebook itself ({src})").format(src=src))
     if dest.exists():
         try:
             mark = nbformat.read(dest, as_version=4).metadata.get("course_translation", {})
         except Exception:  # not a notebook at all: certainly not ours
             mark = {}
         if mark.get("source") != src.name:
-            raise FileExistsError(f"{dest} exists and is not a translation made by this tool: "
-                                  "move it away first (it is never overwritten)")
+            raise FileExistsError(tr("{dest} exists and is not a translation made by this tool: move it away "
+                                     "first (it is never overwritten)").format(dest=dest))
     nb = nbformat.read(src, as_version=4)
     translated, missing = translate_notebook(nb, load_catalog(f"notebooks/{src.stem}", lang))
+    with_language_cell(translated, lang)
     translated.metadata["course_translation"] = {"source": src.name, "language": lang}
     translated.metadata.setdefault("language_info", {})
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -142,5 +165,5 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     missing = translate_notebook_file(Path(sys.argv[1]), Path(sys.argv[2]))
     for m in sorted(missing):
-        print("not placed:", m[:80], file=sys.stderr)
+        print(tr("not placed: {message}").format(message=m[:80]), file=sys.stderr)
     sys.exit(1 if missing else 0)

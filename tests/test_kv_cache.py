@@ -100,6 +100,49 @@ def test_kv_cache_appends_along_tokens():
     assert len(cache) == 5 and cache.nbytes == 2 * 2 * 3 * 5 * 5 * 8
 
 
+@pytest.mark.parametrize("chunks", [(4, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1), (7,), (3, 4)])
+def test_preallocated_cache_equals_the_growing_one_and_writes_in_place(chunks):
+    """KVCache(max_tokens=...) returns what KVCache() returns, from one buffer allocated at the
+    first update: later updates neither allocate nor copy what is cached."""
+    grow, ahead = KVCache(), KVCache(max_tokens=sum(chunks) + 2)
+    start, first_ptr = 0, None
+    for n in chunks:
+        k_new, v_new = randn(2, 3, n, 5, seed=start), randn(2, 3, n, 5, seed=100 + start)
+        k_g, v_g = grow.update(k_new, v_new)
+        k_a, v_a = ahead.update(k_new, v_new)
+        assert torch.equal(k_a, k_g) and torch.equal(v_a, v_g) and len(ahead) == len(grow)
+        first_ptr = first_ptr or k_a.data_ptr()
+        assert k_a.data_ptr() == first_ptr                      # the same memory at every step
+        start += n
+    assert ahead.nbytes == grow.nbytes                           # the cached tokens' bytes
+
+
+def test_preallocated_cache_says_when_it_is_full():
+    cache = KVCache(max_tokens=4)
+    cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    with raises("k_new:", "at most 1 new tokens", "max_tokens=4", "holds 3", "T_new = 2"):
+        cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4))
+    assert len(cache) == 3
+    with raises("max_tokens:", "positive int", "0"):
+        KVCache(max_tokens=0)
+
+
+def test_generate_fills_one_buffer_per_layer(monkeypatch):
+    """GPT.generate gives every layer a cache of T0 + max_new_tokens tokens, filled in place."""
+    made = []
+    original = KVCache.__init__
+
+    def spy(self, max_tokens=None):
+        original(self, max_tokens)
+        made.append(self)
+
+    monkeypatch.setattr(KVCache, "__init__", spy)
+    model = GPT(SMALL)
+    model.generate(torch.zeros(2, 3, dtype=torch.long), 5)
+    assert len(made) == len(model.blocks) and all(c.max_tokens == 8 for c in made)
+    assert all(len(c) == 7 for c in made)       # the last token generated is never read
+
+
 def test_kv_cache_bad_input():
     cache = KVCache()
     with raises("k_new:", "4-D", "(2, 3)"):

@@ -37,6 +37,10 @@ def stable_softmax(x):                                              # a learner'
 
 check.stable_softmax(stable_softmax)
 print(len(check.CHECKS), "checkers")
+try:                                                                # a wrong answer: the feedback
+    check.stable_softmax(lambda x: torch.exp(x) / torch.exp(x).sum(dim=-1, keepdim=True))
+except AssertionError as e:
+    print(e)
 """
 
 
@@ -64,7 +68,8 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     (wheel,) = dist.glob("attnlib-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("attnlib/__init__.py", "attnlib/check/__init__.py", "attnlib/check/ch01.py",
-                   "attnlib/check/ch13.py", "attnlib/homework.py"):
+                   "attnlib/check/ch13.py", "attnlib/homework.py", "attnlib/i18n.py",
+                   "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po"):
         assert module in names, f"{module} is missing from the wheel"
 
     # a fresh environment, no access to the course's packages; dependencies resolved by pip from
@@ -82,6 +87,13 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "check.stable_softmax: all" in run.stdout and "cases passed" in run.stdout
+    assert "stable_softmax: wrong values" in run.stdout and "hint: subtract the row maximum" in run.stdout
+    # ATTNLIB_LANG=zh_CN: the same checker answers in Chinese, from the catalog inside the wheel
+    zh = subprocess.run([str(python), "-c", LEARNER], cwd=tmp_path, capture_output=True, text=True,
+                        env={**env, "MPLBACKEND": "Agg", "ATTNLIB_LANG": "zh_CN"})
+    assert zh.returncode == 0, zh.stderr
+    assert "check.stable_softmax：全部" in zh.stdout and "个用例通过" in zh.stdout, zh.stdout
+    assert "stable_softmax：值不对" in zh.stdout and "提示：求 exp 之前先减去每行的最大值" in zh.stdout, zh.stdout
     cli = subprocess.run([str(python), "-m", "attnlib.homework", "--help"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert cli.returncode == 0 and "release" in cli.stdout, cli.stderr

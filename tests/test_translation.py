@@ -274,7 +274,11 @@ def test_release_in_chinese(tmp_path):
     (zh,) = homework.release([src], tmp_path / "zh", lang="zh_CN")
     (en,) = homework.release([src], tmp_path / "en")
     zh_nb, en_nb = nbformat.read(zh, as_version=4), nbformat.read(en, as_version=4)
-    assert [c.source for c in zh_nb.cells if c.cell_type == "code"] == \
+    from attnlib.translate import LANGUAGE_TAG
+
+    first = next(c for c in zh_nb.cells if c.cell_type == "code")   # the Chinese edition's one extra cell
+    assert LANGUAGE_TAG in first.metadata["tags"] and 'os.environ["ATTNLIB_LANG"] = "zh_CN"' in first.source
+    assert [c.source for c in zh_nb.cells if c.cell_type == "code" and c is not first] == \
         [c.source for c in en_nb.cells if c.cell_type == "code"]
     text = "\n".join(c.source for c in zh_nb.cells if c.cell_type == "markdown")
     assert "学生版" in text and "掩码" in text and "{solution-start}" not in text

@@ -22,6 +22,10 @@ Writing a checker for a new exercise::
         reference=attnlib_function,  # same signature as the student's function
         hint="what to look at when the values are wrong",
         covers="the edge cases it tries, for the success line"))
+
+With ``ATTNLIB_LANG=zh_CN`` every message, hint and success line is in Chinese
+(``attnlib.i18n``): add the translations of a new checker's ``hint`` and ``covers`` to
+``attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po`` (``tests/test_i18n.py`` names the missing ones).
 """
 import importlib
 import pkgutil

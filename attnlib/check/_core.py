@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..i18n import language, tr
+
 Cases = list[tuple[str, tuple]]
 
 
@@ -27,7 +29,7 @@ def _show(x: Any) -> str:
     if isinstance(x, torch.Tensor):
         if x.numel() <= 24:
             return f"tensor({x.tolist()}, shape={tuple(x.shape)}, dtype={x.dtype})"
-        return f"tensor of shape {tuple(x.shape)}, dtype {x.dtype}"
+        return tr("tensor of shape {shape}, dtype {dtype}").format(shape=tuple(x.shape), dtype=x.dtype)
     if isinstance(x, tuple):
         return "(" + ", ".join(_show(v) for v in x) + ")"
     return repr(x)
@@ -36,79 +38,93 @@ def _show(x: Any) -> str:
 def _mismatch(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
     """Why ``got`` does not match ``expected`` (None if it does): type, shape, dtype, values."""
     if isinstance(expected, tuple):
-        if not isinstance(got, tuple) or len(got) != len(expected):
-            return (f"expected a tuple of {len(expected)} values, got {type(got).__name__}"
-                    + (f" of {len(got)}" if isinstance(got, tuple) else ""))
+        if not isinstance(got, tuple):
+            return tr("expected a tuple of {n} values, got {type}").format(n=len(expected), type=type(got).__name__)
+        if len(got) != len(expected):
+            return tr("expected a tuple of {n} values, got tuple of {m}").format(n=len(expected), m=len(got))
         for i, (e, g) in enumerate(zip(expected, got)):
             why = _mismatch(e, g, atol, rtol)
             if why:
-                return f"in item {i} of the returned tuple: {why}"
+                return tr("in item {i} of the returned tuple: {why}").format(i=i, why=why)
         return None
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
-            return f"expected a torch.Tensor, got {type(got).__name__} (return a tensor, not a list or array)"
+            return tr("expected a torch.Tensor, got {type} (return a tensor, not a list or array)").format(
+                type=type(got).__name__)
         if got.shape != expected.shape:
-            return f"wrong shape\n  expected shape: {tuple(expected.shape)}\n  got shape:      {tuple(got.shape)}"
+            return tr("wrong shape\n  expected shape: {expected}\n  got shape:      {got}").format(
+                expected=tuple(expected.shape), got=tuple(got.shape))
         if expected.dtype == torch.bool:
             if got.dtype != torch.bool:
-                return f"expected a bool tensor, got dtype {got.dtype}"
+                return tr("expected a bool tensor, got dtype {dtype}").format(dtype=got.dtype)
             same = torch.equal(got.cpu(), expected)
         else:
             if not got.is_floating_point():
-                return (f"expected a floating-point tensor, got dtype {got.dtype} "
-                        "(use .float() or create it with dtype=torch.float32)")
+                return tr("expected a floating-point tensor, got dtype {dtype} "
+                          "(use .float() or create it with dtype=torch.float32)").format(dtype=got.dtype)
             if got.dtype != expected.dtype:
-                return (f"wrong dtype\n  expected dtype: {expected.dtype}\n  got dtype:      {got.dtype}\n"
-                        "  (keep the dtype of the inputs, or the dtype the exercise asks for)")
+                return tr("wrong dtype\n  expected dtype: {expected}\n  got dtype:      {got}\n"
+                          "  (keep the dtype of the inputs, or the dtype the exercise asks for)").format(
+                              expected=expected.dtype, got=got.dtype)
             got = got.detach().to("cpu")
             if torch.isnan(got).any() and not torch.isnan(expected).any():
-                return f"wrong values: your result contains NaN\n  expected: {_show(expected)}\n  got:      {_show(got)}"
+                return tr("wrong values: your result contains NaN\n  expected: {expected}\n  got:      {got}").format(
+                    expected=_show(expected), got=_show(got))
             same = torch.allclose(got, expected, atol=atol, rtol=rtol)
         if not same:
-            return f"wrong values\n  expected: {_show(expected)}\n  got:      {_show(got)}"
+            return tr("wrong values\n  expected: {expected}\n  got:      {got}").format(
+                expected=_show(expected), got=_show(got))
         return None
     if isinstance(expected, (int, float)):
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
         if isinstance(got, bool) or not isinstance(got, (int, float)):
-            return f"expected a number ({type(expected).__name__}), got {type(got).__name__}"
+            return tr("expected a number ({type}), got {got}").format(type=type(expected).__name__,
+                                                                     got=type(got).__name__)
         if isinstance(expected, int) and got != expected or not math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
-            return f"wrong value\n  expected: {expected!r}\n  got:      {got!r}"
+            return tr("wrong value\n  expected: {expected}\n  got:      {got}").format(expected=repr(expected),
+                                                                                    got=repr(got))
         return None
-    return None if got == expected else f"wrong value\n  expected: {expected!r}\n  got:      {got!r}"
+    return None if got == expected else tr("wrong value\n  expected: {expected}\n  got:      {got}").format(
+        expected=repr(expected), got=repr(got))
 
 
 def compare(name: str, fn: Callable, cases: Cases, reference: Callable, hint: str,
             atol: float = 1e-5, rtol: float = 1e-5, check: Check | None = None) -> int:
     """Run ``fn`` and ``reference`` on every case; raise a helpful AssertionError on the first
     difference. Return the number of cases. With ``check``, ``fn`` runs under
-    ``forbidding(check)``: a call of the answer fails the check."""
+    ``forbidding(check)``: a call of the answer fails the check. The messages, and ``hint``,
+    are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``)."""
     if not callable(fn):
-        raise AssertionError(f"{name}: expected a function, received {_show(fn)}. "
-                             f"Pass the function itself, e.g. check.{name}({name}).")
+        raise AssertionError(tr("{name}: expected a function, received {got}. Pass the function itself, "
+                                "e.g. check.{name}({name}).").format(name=name, got=_show(fn)))
+    hint = tr("  hint: {hint}").format(hint=tr(hint))
     guard = (lambda: forbidding(check)) if check is not None else contextlib.nullcontext
     for number, (label, args) in enumerate(cases, start=1):
         expected = reference(*args)
-        where = f"  case: {label} [{number} of {len(cases)}]\n  input: {', '.join(_show(a) for a in args)}\n"
+        where = tr("  case: {label} [{number} of {total}]\n  input: {input}\n").format(
+            label=label, number=number, total=len(cases), input=", ".join(_show(a) for a in args))
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         forbidden: list[str] = []
         try:
             with guard() as forbidden:
                 got = fn(*copies)
         except NotImplementedError:
-            raise AssertionError(f"{name}: not implemented yet (it raised NotImplementedError). "
-                                 "Replace the raise NotImplementedError(...) line with your code.") from None
+            raise AssertionError(tr("{name}: not implemented yet (it raised NotImplementedError). "
+                                    "Replace the raise NotImplementedError(...) line with your code.").format(
+                                        name=name)) from None
         except Exception as e:  # the student's code failed: say where and how
             if forbidden:
-                raise AssertionError(f"{name}: {forbidden[0]}") from None
-            raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e}\n"
-                                 f"{where}  hint: {hint}") from None
+                raise AssertionError(tr("{name}: {problem}").format(name=name, problem=forbidden[0])) from None
+            raise AssertionError(tr("{name}: your function raised {error}: {message}").format(
+                name=name, error=type(e).__name__, message=e) + f"\n{where}{hint}") from None
         if forbidden:          # called the answer, and caught the error it raised
-            raise AssertionError(f"{name}: {forbidden[0]}")
+            raise AssertionError(tr("{name}: {problem}").format(name=name, problem=forbidden[0]))
         why = _mismatch(expected, got, atol, rtol)
         if why:
             first, _, rest = why.partition("\n")
-            raise AssertionError(f"{name}: {first}\n{where}{rest + chr(10) if rest else ''}  hint: {hint}")
+            raise AssertionError(tr("{name}: {problem}").format(name=name, problem=first)
+                                 + f"\n{where}{rest + chr(10) if rest else ''}{hint}")
     return len(cases)
 
 
@@ -131,7 +147,8 @@ class Check:
 
     def __call__(self, fn: Callable) -> None:
         n = compare(self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, check=self)
-        print(f"check.{self.function}: all {n} cases passed ({self.covers}).")
+        print(tr("check.{function}: all {n} cases passed ({covers}).").format(
+            function=self.function, n=n, covers=tr(self.covers)))
 
 
 CHECKS: dict[str, Check] = {}
@@ -164,15 +181,20 @@ def _public_name(obj) -> str | None:
     return next((f"attnlib.{n}" for n in attnlib.__all__ if getattr(attnlib, n) is obj), None)
 
 
-@functools.lru_cache(maxsize=None)
 def forbidden_spec(exercise: str) -> tuple[tuple[str, str, str], ...]:
     """What a solution of ``exercise`` may not call: ``(module, qualname, message)`` per function.
 
     The exercise's own reference and the attnlib names in its ``forbids`` (it asks the
     learner to write them), and every other checker's reference (each is the answer to
     its own exercise), less the attnlib names in its ``allows``. Names, not objects, so
-    that the grader can hand them to the student's kernel.
+    that the grader can hand them to the student's kernel. The messages are in the
+    language of ``ATTNLIB_LANG``.
     """
+    return _forbidden_spec(exercise, language())
+
+
+@functools.lru_cache(maxsize=None)
+def _forbidden_spec(exercise: str, lang: str) -> tuple[tuple[str, str, str], ...]:
     import attnlib
 
     check = CHECKS[exercise]
@@ -184,14 +206,17 @@ def forbidden_spec(exercise: str) -> tuple[tuple[str, str, str], ...]:
                 entries.setdefault((f.__module__, f.__qualname__), message)
 
     own = _public_name(check.reference) or f"attnlib.check.CHECKS[{exercise!r}].reference"
-    add(check.reference, f"write {check.function} yourself; {own} is what your answer is checked against")
+    add(check.reference, tr("write {function} yourself; {answer} is what your answer is checked against", lang)
+        .format(function=check.function, answer=own))
     for name in check.forbids:
-        add(getattr(attnlib, name), f"exercise {exercise} asks you to write {check.function} without "
-                                    f"attnlib.{name}: write it yourself, with tensor operations")
+        add(getattr(attnlib, name), tr("exercise {exercise} asks you to write {function} without attnlib.{name}: "
+                                       "write it yourself, with tensor operations", lang)
+            .format(exercise=exercise, function=check.function, name=name))
     for other in CHECKS.values():
         what = _public_name(other.reference) or f"attnlib.check.CHECKS[{other.exercise!r}].reference"
-        add(other.reference, f"{what} is the answer to exercise {other.exercise}; "
-                             f"write {check.function} yourself, with tensor operations")
+        add(other.reference, tr("{answer} is the answer to exercise {exercise}; "
+                                "write {function} yourself, with tensor operations", lang)
+            .format(answer=what, exercise=other.exercise, function=check.function))
     for name in check.allows:
         for f in _functions(getattr(attnlib, name)):
             entries.pop((f.__module__, f.__qualname__), None)

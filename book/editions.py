@@ -13,16 +13,30 @@ the same executed code and the same numbers.
     python book/editions.py notebooks   # Chinese notebooks in notebooks/zh/ (make notebooks-zh)
     python book/editions.py lint FILE.po ...  # untranslated, fuzzy, markup changed, terms (tests do the same)
 
-The notebooks are executed once, by the English build (cached in
-``_build/.jupyter_cache``); the Chinese build and the extraction read the outputs
-stored in the notebooks, which nbval checks against a fresh run.
+The English build executes the notebooks (cached in ``_build/.jupyter_cache``).
+The Chinese build executes them a second time, with ``ATTNLIB_LANG=zh_CN``, so
+that attnlib draws its figures (and writes its checkers' messages) in Chinese;
+it has a cache of its own, ``_build/.jupyter_cache_zh``, and runs at the same
+time as the English build (on a 2-core machine the two take little longer than
+the English one alone). The notebooks' stored outputs stay English: only the English
+pages and nbval read them, and the extraction of the text (``execute: off``).
+
+The Chinese edition's own words outside the pages (its title, the parts of the
+table of contents, the figure of the introduction) come from the catalog of the
+introduction, ``book/intro.po``; the theme's words from
+``locales/zh_CN/LC_MESSAGES/exercise.po`` (see ``book/_ext/course_html.py``).
+Its search splits Chinese text into words with jieba and a dictionary of the
+course's terms (``search_words``), which the search page also uses to split a
+query the same way.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -33,12 +47,49 @@ LANG = "zh_CN"
 BUILD = ROOT / "_build"
 WORK = BUILD / "editions"          # generated configs and the intermediate builds
 HTML = BUILD / "html"              # English; the Chinese edition goes to HTML / "zh"
-ZH_TITLE = "一步一步理解自注意力"
-ZH_CAPTIONS = {"Before you start": "开始之前", "Chapters": "章节", "Reference": "参考"}  # the parts of _toc.yml
+ZH_CACHE = BUILD / ".jupyter_cache_zh"   # the notebooks as executed with ATTNLIB_LANG=zh_CN
+# The Chinese build's kernels: attnlib's words (figures, checkers) in Chinese; one thread each, as
+# they run beside the English build's (two kernels with PyTorch's two threads each on a 2-core
+# machine spend a third of their time waiting for each other)
+ZH_ENV = {"ATTNLIB_LANG": LANG, "OMP_NUM_THREADS": "1"}
+# Words for the Chinese search that are not in the term table (locales/zh_CN/terminology.md),
+# whose Chinese terms are all used
+SEARCH_WORDS = ["注意力", "值", "键值缓存", "位置嵌入"]
 
 
 def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
+
+
+def _translation(msgid: str, catalog: str = "book/intro") -> str:
+    """The Chinese of one message of a catalog (the introduction's by default); an error if it has none."""
+    import polib
+
+    path = LOCALES / LANG / "LC_MESSAGES" / f"{catalog}.po"
+    for entry in polib.pofile(str(path), wrapwidth=0):
+        if entry.msgid == msgid and entry.msgstr and not entry.fuzzy and not entry.obsolete:
+            return entry.msgstr
+    raise SystemExit(f"book/editions.py: {path.relative_to(ROOT)} has no translation of {msgid!r}")
+
+
+def zh_title() -> str:
+    """The Chinese edition's title: the translation of the introduction's heading (= _config.yml's title)."""
+    return _translation(yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"])
+
+
+def search_words() -> list[str]:
+    """The words the Chinese search must keep whole: the Chinese of the term table, and SEARCH_WORDS."""
+    terms, _ = terminology()
+    words = {w for _, zh in terms for w in re.findall(r"[\u4e00-\u9fff]+", zh)} | set(SEARCH_WORDS)
+    return sorted(words)
+
+
+def _search_dictionary() -> Path:
+    """jieba's user dictionary (one word a line) for the Chinese search index and the search page."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    path = WORK / "search_words_zh.txt"
+    path.write_text("".join(f"{w}\n" for w in search_words()), encoding="utf-8")
+    return path
 
 
 def _config(kind: str) -> Path:
@@ -53,23 +104,51 @@ def _config(kind: str) -> Path:
     cfg["bibtex_bibfiles"] = [str(ROOT / p) for p in cfg.get("bibtex_bibfiles", [])]
     if "favicon" in cfg.get("html", {}):
         cfg["html"]["favicon"] = str(ROOT / cfg["html"]["favicon"])
-    cfg["execute"]["execute_notebooks"] = "off"   # the outputs stored in the notebooks (nbval checks them)
     config = sphinx.setdefault("config", {})
+    if kind == "gettext":
+        cfg["execute"]["execute_notebooks"] = "off"   # the text only: the outputs stored in the notebooks
     if kind == "zh":
-        cfg["title"] = ZH_TITLE
+        cfg["execute"]["cache"] = str(ZH_CACHE)       # executed with ZH_ENV (see build), cached apart
+        cfg["title"] = zh_title()
+        cfg["author"] = _translation(cfg["author"], "exercise")
         config["language"] = LANG
         config["locale_dirs"] = [str(LOCALES)]
         config["togglebutton_hint"] = "点击展开"         # sphinx-togglebutton has no zh_CN catalog
         config["togglebutton_hint_hide"] = "点击收起"
+        # Jupyter Book sets the search box's text itself, in English
+        config.setdefault("html_theme_options", {})["search_bar_text"] = _translation("Search this book...",
+                                                                                       "exercise")
+        config["html_search_options"] = {"dict": str(_search_dictionary())}
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / f"_config_{kind}.yml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False), encoding="utf-8")
     return path
 
 
-def _jupyter_book(*args: str, strict: bool = True) -> None:
+def _jupyter_book(*args: str, strict: bool = True, env: dict | None = None) -> None:
     flags = ["-W", "-n", "--keep-going"] if strict else []
-    subprocess.run([_bin("jupyter-book"), "build", str(ROOT), *args, *flags], cwd=ROOT, check=True)
+    subprocess.run([_bin("jupyter-book"), "build", str(ROOT), *args, *flags], cwd=ROOT, check=True,
+                   env={**os.environ, **(env or {})})
+
+
+def _start_jupyter_book(*args: str, env: dict | None = None, prefix: str = "") -> tuple:
+    """Start a strict build in the background; its output is printed line by line, each with ``prefix``."""
+    proc = subprocess.Popen([_bin("jupyter-book"), "build", str(ROOT), *args, "-W", "-n", "--keep-going"],
+                            cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def relay():   # bytes as they come: no encoding can stop it (and the build with it, on a full pipe)
+        out = getattr(sys.stdout, "buffer", None)
+        for line in proc.stdout:
+            if out is not None:
+                out.write(prefix.encode() + line)
+                out.flush()
+            else:
+                sys.stdout.write(prefix + line.decode("utf-8", "replace"))
+
+    relay_thread = threading.Thread(target=relay, daemon=True)
+    relay_thread.start()
+    return proc, relay_thread
 
 
 def extract(out: Path) -> Path:
@@ -88,33 +167,46 @@ def extract(out: Path) -> Path:
 EXERCISE = re.compile(r"^[ \t]*`{3,}\{exercise\}[ \t]+(\S.*?)[ \t]*$", re.M)
 
 
+def _read_page(path: Path):
+    """A chapter (.ipynb) or a page of book/ (.md, a MyST text notebook when it has code cells) as a notebook."""
+    import nbformat
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    if path.suffix == ".ipynb":
+        return nbformat.read(path, as_version=4)
+    return read_myst_markdown_notebook(path.read_text(encoding="utf-8"))
+
+
 def _add_exercise_titles(pot_dir: Path) -> None:
     """Exercise titles and the figures' alt text, which the gettext builder misses, are added to
-    their chapter's template by hand. (sphinx-exercise's post-transforms rebuild the title without a
-    source; an image node gets no uid. Sphinx's Locale transform translates both once they are in
-    the catalog.)"""
-    import nbformat
+    their page's template by hand, and so are the captions of figures that the extraction cannot see
+    (a code cell of book/*.md has no stored output: the extraction does not execute it).
+    (sphinx-exercise's post-transforms rebuild the title without a source; an image node gets no
+    uid. Sphinx's Locale transform translates all three once they are in the catalog.)"""
     import polib
 
-    for nb_path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        pot_path = pot_dir / "notebooks" / f"{nb_path.stem}.pot"
+    pages = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "book").glob("*.md"))
+    for path in pages:
+        docname = f"{path.parent.name}/{path.stem}"
+        pot_path = pot_dir / f"{docname}.pot"
         if not pot_path.exists():
             continue
         pot = polib.pofile(str(pot_path), wrapwidth=0)
         known = {e.msgid for e in pot}
-        nb = nbformat.read(nb_path, as_version=4)
-        for i, cell in enumerate(nb.cells):
-            alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
-            if alt and alt not in known:
-                known.add(alt)
-                pot.append(polib.POEntry(msgid=alt, msgstr="", occurrences=[(f"notebooks/{nb_path.name}", str(i))]))
-            if cell.cell_type != "markdown":
-                continue
-            for title in EXERCISE.findall(cell.source):
-                if title not in known:
-                    known.add(title)
-                    pot.append(polib.POEntry(msgid=title, msgstr="",
-                                             occurrences=[(f"notebooks/{nb_path.name}", str(i))]))
+
+        def add(msgid: str, cell: int) -> None:
+            if msgid and msgid not in known:
+                known.add(msgid)
+                pot.append(polib.POEntry(msgid=msgid, msgstr="", occurrences=[(f"{docname}{path.suffix}", str(cell))]))
+
+        for i, cell in enumerate(_read_page(path).cells):
+            mystnb = cell.get("metadata", {}).get("mystnb", {})
+            caption = mystnb.get("figure", {}).get("caption", "")
+            add(caption.replace("\n", " ").strip(), i)   # as Sphinx reads a paragraph: one line
+            add(mystnb.get("image", {}).get("alt"), i)
+            if cell.cell_type == "markdown":
+                for title in EXERCISE.findall(cell.source):
+                    add(title, i)
         pot.save(str(pot_path))
 
 
@@ -126,33 +218,71 @@ def catalogs() -> None:
 
 
 def _toc_zh() -> Path:
-    """_toc.yml with the parts' captions in Chinese (a new part needs its caption in ZH_CAPTIONS)."""
+    """_toc.yml with the parts' captions in Chinese, from the introduction's catalog (where the
+    extraction puts them: the root page holds the table of contents)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     for part in toc.get("parts", []):
         if "caption" in part:
-            if part["caption"] not in ZH_CAPTIONS:
-                raise SystemExit(f"book/editions.py: no Chinese caption for the part {part['caption']!r} "
-                                 "of _toc.yml: add it to ZH_CAPTIONS")
-            part["caption"] = ZH_CAPTIONS[part["caption"]]
+            part["caption"] = _translation(part["caption"])
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / "_toc_zh.yml"
     path.write_text(yaml.safe_dump(toc, allow_unicode=True, sort_keys=False), encoding="utf-8")
     return path
 
 
-def build_zh() -> None:
-    """The Chinese edition into _build/html/zh (after the English one, which it links to)."""
-    tmp = WORK / "zh"
-    _jupyter_book("--config", str(_config("zh")), "--toc", str(_toc_zh()), "--path-output", str(tmp), "--all")
+def _zh_cache_for_this_attnlib() -> None:
+    """Empty the Chinese cache when attnlib (its code or its catalog: the words of its figures) changed.
+
+    jupyter-cache knows a notebook by its code cells only; the English cache is kept as it was, but
+    a stale Chinese one would keep figures with old words after a translation is fixed in attnlib.
+    """
+    import hashlib
+
+    files = sorted(p for p in (ROOT / "attnlib").rglob("*") if p.suffix in (".py", ".po") and p.is_file())
+    digest = hashlib.sha256(b"".join(p.relative_to(ROOT).as_posix().encode() + p.read_bytes() for p in files))
+    stamp = ZH_CACHE / "attnlib.sha256"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return
+    shutil.rmtree(ZH_CACHE, ignore_errors=True)
+    ZH_CACHE.mkdir(parents=True)
+    stamp.write_text(digest.hexdigest())
+
+
+def _zh_args() -> list[str]:
+    _zh_cache_for_this_attnlib()
+    return ["--config", str(_config("zh")), "--toc", str(_toc_zh()), "--path-output", str(WORK / "zh"), "--all"]
+
+
+def _install_zh() -> None:
     shutil.rmtree(HTML / "zh", ignore_errors=True)
-    shutil.copytree(tmp / "_build" / "html", HTML / "zh")
+    shutil.copytree(WORK / "zh" / "_build" / "html", HTML / "zh")
+
+
+def build_zh() -> None:
+    """The Chinese edition alone into _build/html/zh (it links to the English one, next to it)."""
+    _jupyter_book(*_zh_args(), env=ZH_ENV)
+    _install_zh()
 
 
 def build() -> None:
-    """Both editions: English (executes the notebooks, cached) at _build/html, Chinese at _build/html/zh."""
+    """Both editions, at the same time: English at _build/html, Chinese at _build/html/zh.
+
+    Each executes the notebooks (the Chinese one with ZH_ENV) into a cache of its own; executing
+    them is most of the time, and a kernel uses about one core, so two builds side by side take
+    about as long as one. The Chinese one's lines are printed with the prefix "[zh] ".
+    """
     shutil.rmtree(HTML, ignore_errors=True)
-    _jupyter_book("--all")
-    build_zh()
+    zh = _start_jupyter_book(*_zh_args(), env=ZH_ENV, prefix="[zh] ")
+    en = _start_jupyter_book("--all")
+    failed = []
+    for name, (proc, relay) in (("English", en), ("Chinese", zh)):
+        proc.wait()
+        relay.join()
+        if proc.returncode:
+            failed.append(name)
+    if failed:
+        raise SystemExit(f"book/editions.py: the {' and the '.join(failed)} build failed (see above)")
+    _install_zh()
 
 
 def notebooks(out: Path = ROOT / "notebooks" / "zh") -> list[Path]:

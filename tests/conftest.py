@@ -23,8 +23,9 @@ def book_build() -> subprocess.CompletedProcess:
     -W turns every warning (and every notebook execution error) into a failure,
     -n reports every broken cross-reference, --keep-going reports all of them.
     The HTML is removed first and --all writes every page again, so nothing is left
-    over from an earlier build (executed notebooks still come from the cache in
-    _build/.jupyter_cache when their code is unchanged).
+    over from an earlier build (executed notebooks still come from the caches,
+    _build/.jupyter_cache and, executed with ATTNLIB_LANG=zh_CN for the Chinese
+    edition, _build/.jupyter_cache_zh, when their code is unchanged).
     """
     return subprocess.run(
         [sys.executable, str(ROOT / "book" / "editions.py"), "build"],

@@ -1,6 +1,7 @@
 """The book builds with warnings as errors, and the HTML works with no network."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
+ZH = HTML / "zh"
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 pytestmark = pytest.mark.slow
@@ -63,3 +65,64 @@ def test_launch_and_repository_buttons(book_build):
     html = (HTML / "notebooks" / f"{CHAPTERS[0]}.html").read_text("utf-8")
     for what in ("colab.research.google.com", "mybinder.org", "/issues"):
         assert what in html, f"no {what} button"
+
+
+# ------------------------------------------------------------------ the Chinese edition (_build/html/zh)
+
+def _images(page: Path) -> list[str]:
+    """The article's figures, by file name (Sphinx names an output image by a hash of its content)."""
+    html = page.read_text("utf-8")
+    return [Path(src).name for src in re.findall(r'<img[^>]+src="([^"]+_images/[^"]+\.png)"', html)]
+
+
+def test_chinese_edition_has_one_title(book_build):
+    """The site's title, the introduction's heading and the browser tab agree (book/editions.py takes
+    the site's title from the introduction's catalog); the parts of the table of contents are Chinese."""
+    assert book_build.returncode == 0
+    html = (ZH / "book" / "intro.html").read_text("utf-8")
+    heading = re.search(r"<h1>([^<]+)", html).group(1).strip()
+    tab = re.search(r"<title>([^<]+)</title>", html).group(1).replace("&#8212;", "—")
+    assert heading == "一步一步理解自注意力"
+    assert tab == f"{heading} — {heading}", tab   # the page's heading, then the site's title
+    captions = re.findall(r'role="heading"><span class="caption-text">([^<]+)<', html)   # the parts
+    assert captions == ["开始之前", "章节", "参考资料"], captions
+
+
+def test_chinese_exercise_titles_use_fullwidth_parentheses(book_build):
+    assert book_build.returncode == 0
+    titles = [t for c in CHAPTERS for t in re.findall(
+        r'<p class="admonition-title"><span class="caption-number">练习[^<]*</span>([^<]*)',
+        (ZH / "notebooks" / f"{c}.html").read_text("utf-8"))]
+    assert titles, "no exercise titles found on the Chinese pages"
+    wrong = [t for t in titles if t.strip() and not (t.strip().startswith("（") and t.strip().endswith("）"))]
+    assert not wrong, f"exercise titles without full-width parentheses: {wrong[:5]}"
+
+
+def test_chinese_figures_are_drawn_in_chinese(book_build):
+    """The Chinese build executes the notebooks with ATTNLIB_LANG=zh_CN: its figures are not the
+    English ones (the overview figure of the introduction and of every chapter has Chinese words)."""
+    assert book_build.returncode == 0
+    for page in ["book/intro"] + [f"notebooks/{c}" for c in CHAPTERS]:
+        english, chinese = _images(HTML / f"{page}.html"), _images(ZH / f"{page}.html")
+        assert english and len(chinese) == len(english), (page, english, chinese)
+        assert chinese[0] != english[0], f"{page}: the Chinese page shows the English overview figure"
+
+
+def test_chinese_search_index_has_the_course_terms(book_build):
+    """jieba, with the course's terms as a dictionary, keeps them whole in the index; single-character
+    terms (键, 值) are indexed too."""
+    assert book_build.returncode == 0
+    text = (ZH / "searchindex.js").read_text("utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    docs = index["docnames"]
+    where = {}   # a word of a page's title is indexed there only
+    for table in ("terms", "titleterms"):
+        for term, found in index[table].items():
+            where.setdefault(term, set()).update(docs[i] for i in ([found] if isinstance(found, int) else found))
+    for term, page in [("自注意力", "notebooks/08_cross_attention"), ("因果掩码", "notebooks/04_masking"),
+                       ("分组查询注意力", "notebooks/12_kv_cache"), ("键", "notebooks/02_queries_keys"),
+                       ("值", "notebooks/05_softmax_values")]:
+        assert page in where.get(term, set()), f"{term!r} is not indexed for {page}"
+    language_data = (ZH / "_static" / "language_data.js").read_text("utf-8")
+    assert "function splitQuery" in language_data and "自注意力" in language_data
+    assert "function splitQuery" not in (HTML / "_static" / "language_data.js").read_text("utf-8")

@@ -4,7 +4,9 @@ Serves the built `_build/html` on 127.0.0.1 and opens every chapter in Debian's
 Chromium (`/usr/bin/chromium`, `/usr/bin/chromedriver`; never a downloaded
 browser). Every host name but 127.0.0.1 fails to resolve, and the test checks
 that no request left loopback. A full-page screenshot of every chapter goes to
-`_build/screenshots/`.
+`_build/screenshots/`. The Chinese edition (`_build/html/zh`) gets the same checks,
+and its own: its search finds the chapter that teaches each course term, no page
+shows the theme's English words, and the introduction shows its figure.
 
 Without Chromium the test is skipped, with a message saying so; under CI
 (`CI=true`) a missing browser is a failure.
@@ -220,3 +222,106 @@ def test_search_finds_the_masking_chapter(browser, site, edition, query):
     links = [a.get_attribute("href") for a in
              browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
     assert any(f"/{edition}notebooks/{masking[0]}.html" in href for href in links), links
+
+
+# ------------------------------------------------------------------ the Chinese edition's chrome and search
+
+# Each course term, and the chapter that teaches it: the Chinese search must find that chapter.
+# Chinese has no spaces: the index is cut into words by jieba, and the search page must cut the
+# query the same way (book/_ext/course_html.py), or a term of several words finds nothing.
+CHINESE_TERMS = [
+    ("自注意力", "08_cross_attention"),
+    ("注意力权重", "05_softmax_values"),
+    ("查询", "02_queries_keys"),
+    ("键", "02_queries_keys"),
+    ("值", "05_softmax_values"),
+    ("掩码", "04_masking"),
+    ("因果掩码", "04_masking"),
+    ("多头注意力", "06_multihead"),
+    ("位置编码", "09_positions"),
+    ("旋转位置编码", "09_positions"),
+    ("键值缓存", "12_kv_cache"),
+    ("分组查询注意力", "12_kv_cache"),
+    ("在线 softmax", "13_tiled_attention"),
+]
+
+
+def _search(browser, site, edition: str, query: str) -> list[str]:
+    """The pages the book's search page lists for ``query`` (once it has finished searching)."""
+    from urllib.parse import quote
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(browser, f"{site}/{edition}search.html?q={quote(query)}")
+    WebDriverWait(browser, 30).until(   # the summary ("找到 N 个…" / "Search finished…") comes last
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results p.search-summary")
+        and d.find_element(By.CSS_SELECTOR, "#search-results p.search-summary").text.strip())
+    return [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
+
+
+@pytest.mark.parametrize("query, chapter", CHINESE_TERMS, ids=[q for q, _ in CHINESE_TERMS])
+def test_chinese_search_finds_the_chapter_that_teaches_a_term(browser, site, query, chapter):
+    if chapter not in CHAPTERS:
+        pytest.skip(f"{chapter} is not written yet")
+    links = _search(browser, site, "zh/", query)
+    pages = [href.split("/zh/")[-1].split("#")[0].split("?")[0] for href in links]
+    assert f"notebooks/{chapter}.html" in pages, f"searching for {query!r} does not find {chapter}: {pages}"
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"JavaScript console errors on the search page: {errors}"
+
+
+# What the themes and Jupyter Book write in English on every page, unless translated
+# (locales/zh_CN/LC_MESSAGES/exercise.po; book/_ext/course_html.py, book/editions.py)
+THEME_ENGLISH = ["Search this book", "Repository", "Open issue", "Launch on Binder", "Launch on Colab",
+                 "Toggle primary sidebar", "Toggle secondary sidebar", "Color mode", "System Settings",
+                 "Launch interactive content", "Source repositories", "Table of contents",
+                 "Link to this heading", "© Copyright", "The attention course authors", "列印"]
+
+_SEEN_TEXT = """
+    const page = document.body.cloneNode(true);   // with the text of closed menus (Repository, Open issue)
+    page.querySelectorAll('script, style, template').forEach(e => e.remove());
+    const seen = [document.title, document.body.innerText, page.textContent];
+    for (const el of document.querySelectorAll('*'))
+        for (const name of ['title', 'aria-label', 'placeholder', 'alt', 'data-bs-title', 'data-bs-original-title'])
+            if (el.getAttribute(name)) seen.push(el.getAttribute(name));
+    return seen;"""
+
+
+def _pages(edition: Path) -> list[str]:
+    return sorted(p.relative_to(edition).as_posix() for p in edition.rglob("*.html")
+                  if not p.relative_to(edition).parts[0].startswith(("_", "reports")))
+
+
+def test_chinese_pages_have_no_english_theme_words(browser, site):
+    """On every Chinese page: none of the theme's English words in the text, placeholders, titles,
+    tooltips, aria-labels or alt texts (the English pages keep them)."""
+    pages = _pages(HTML / "zh")
+    assert "book/intro.html" in pages and "search.html" in pages and len(pages) >= 20, pages
+    found = {}
+    for page in pages:
+        _open(browser, f"{site}/zh/{page}")
+        seen = browser.execute_script(_SEEN_TEXT)
+        english = sorted({word for word in THEME_ENGLISH for text in seen if word in text})
+        if english:
+            found[page] = english
+    assert not found, f"English theme words on Chinese pages: {found}"
+    _open(browser, f"{site}/notebooks/{CHAPTERS[0]}.html")
+    seen = browser.execute_script(_SEEN_TEXT)
+    for word in ("Search this book", "Toggle primary sidebar", "Link to this heading", "© Copyright"):
+        assert any(word in text for text in seen), f"the English page lost {word!r}"
+
+
+def test_chinese_introduction_shows_the_overview_figure(browser, site):
+    """The introduction's figure is on the Chinese page (the Chinese build executes book/intro.md),
+    with Chinese alt text and caption."""
+    _open(browser, f"{site}/zh/book/intro.html")
+    figure = browser.execute_script("""
+        const img = document.querySelector('article figure img');
+        const caption = document.querySelector('article figure figcaption');
+        return img && {alt: img.getAttribute('alt') || '', loaded: img.complete && img.naturalWidth > 0,
+                       caption: caption ? caption.innerText : ''};""")
+    assert figure, "no figure on the Chinese introduction"
+    assert figure["loaded"], "the figure did not load"
+    for what in ("alt", "caption"):
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in figure[what]), f"not Chinese: the {what} {figure[what]!r}"

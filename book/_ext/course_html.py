@@ -23,14 +23,36 @@ The translation is given the data of the notebook it belongs to.
 
 Exercise titles (the argument of sphinx-exercise's ``exercise`` directive) carry no
 source line, so Sphinx would neither extract nor translate them; they are marked
-translatable here. And sphinx-exercise's own zh_CN catalog lacks "Solution":
-``locales/zh_CN/LC_MESSAGES/exercise.po`` supplies it.
+translatable here.
+
+The rest is for the Chinese edition only (a build whose ``language`` is not English):
+
+- The words the extensions and the theme write themselves (sphinx-exercise's
+  "Solution", Sphinx's "Link to this heading", the theme's buttons and footer) come
+  from ``locales/zh_CN/LC_MESSAGES/exercise.po``, put in front of their own
+  catalogs. sphinx-book-theme writes a few words into its templates in English (its
+  sidebar buttons' titles); they are read through the translation here.
+- An exercise's title reads "练习 5.1（数值稳定的 softmax）": sphinx-exercise puts the
+  title between half-width parentheses.
+- Search: Sphinx indexes Chinese text cut into words by jieba, but the search page
+  splits a query only at spaces and punctuation, so a Chinese query of several words
+  (自注意力) matched no indexed word, and single-character words (键, 值) were never
+  indexed. jieba gets the course's terms as a user dictionary (``html_search_options``,
+  written by book/editions.py); the search page cuts the query, longest word first,
+  into words of that dictionary and of the index; single-character terms are kept.
+- Nodes that a translated message brings into a page no longer refer to the small
+  document the message was parsed in: that document's settings hold the whole build
+  environment, which was then saved with every page (a 3 MB doctree for chapter 13)
+  and loaded again for every cross-reference.
 """
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
 
 LOCALES = Path(__file__).resolve().parents[2] / "locales"  # book/_ext -> the repository's locales/
 
@@ -106,18 +128,168 @@ def _edition_link(app, pagename, templatename, context, doctree):
     context["body"] = link + context["body"]
 
 
-def _exercise_labels(app):
-    """Add the course's catalog for sphinx-exercise's labels, behind sphinx-exercise's own."""
-    language = app.config.language or "en"
-    if language == "en" or not (LOCALES / language / "LC_MESSAGES" / "exercise.po").exists():
-        return
-    from sphinx.locale import init
+def _translated(app) -> bool:
+    return (app.config.language or "en") != "en"
+
+
+def _our_catalog(language: str):
+    """locales/<language>/LC_MESSAGES/exercise.po, compiled, as a new translations object (or None)."""
+    import gettext
+
     from sphinx.util.i18n import CatalogInfo
 
     info = CatalogInfo(str(LOCALES / language / "LC_MESSAGES"), "exercise", "utf-8")
+    if not Path(info.po_path).exists():
+        return None
     if info.is_outdated():
         info.write_mo(language)
-    init([str(LOCALES)], language, "exercise")
+    with open(info.mo_path, "rb") as mo:
+        return gettext.GNUTranslations(mo)
+
+
+def _put_our_catalog_first(app, domain: str):
+    """Our words first, then the domain's own catalogs (extensions', theme's, Sphinx's) behind them."""
+    from sphinx import locale
+
+    ours = _our_catalog(app.config.language)
+    if ours is None:
+        return None
+    key = ("general", domain)
+    if key in locale.translators:
+        ours.add_fallback(locale.translators[key])
+    locale.translators[key] = ours
+    return ours
+
+
+def _catalog_for_templates(app, config):
+    """Sphinx's own words and those of the theme's templates (domain "sphinx"): before the builder
+    gives the templates app.translator."""
+    if _translated(app):
+        ours = _put_our_catalog_first(app, "sphinx")
+        if ours is not None:
+            app.translator = ours
+
+
+def _catalogs_for_extensions(app):
+    """sphinx-exercise's and sphinx-book-theme's words (looked up when they are written)."""
+    if _translated(app):
+        for domain in ("exercise", "booktheme"):
+            _put_our_catalog_first(app, domain)
+
+
+# English that sphinx-book-theme writes into its templates as it is: template -> attribute values
+THEME_WORDS = {"toggle-primary-sidebar.html": ['title="Toggle primary sidebar"'],
+               "toggle-secondary-sidebar.html": ['title="Toggle secondary sidebar"'],
+               "sbt-sidebar-nav.html": ['aria-label="Main"'],
+               "layout.html": ['aria-label="Page"']}
+
+
+def _translatable_theme_words(app):
+    """The theme's templates above, with those words read through the translation (ours: exercise.po)."""
+    import jinja2
+
+    templates = getattr(app.builder, "templates", None)
+    if not _translated(app) or not hasattr(templates, "loaders"):
+        return
+    sources = {}
+    for name, attributes in THEME_WORDS.items():
+        source = templates.get_source(templates.environment, name)[0]
+        for attribute in attributes:
+            key, text = attribute.split("=", 1)
+            source = source.replace(attribute, f'{key}="{{{{ _({text}) }}}}"')
+        sources[name] = source
+    templates.loaders.insert(0, jinja2.DictLoader(sources))
+
+
+class _FullWidthExerciseTitles(SphinxPostTransform):
+    """练习 5.1（数值稳定的 softmax）: full-width parentheses around an exercise's title in Chinese."""
+
+    default_priority = 21  # after sphinx-exercise's ResolveTitlesInExercises (20)
+
+    def run(self, **kwargs):
+        from docutils import nodes
+        from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+
+        if not (self.config.language or "en").startswith("zh"):
+            return
+        for node in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+            title = node.children[0] if node.children else None
+            if not isinstance(title, nodes.title):
+                continue
+            for child in list(title.children):
+                if isinstance(child, nodes.Text) and str(child) in (" (", ")"):
+                    title.replace(child, nodes.Text("（" if str(child) == " (" else "）"))
+
+
+def _adopt_translated_nodes(app, doctree):
+    """Nodes of a translated message belong to the page, not to the message's own small document."""
+    if not _translated(app):
+        return
+    for node in doctree.findall(include_self=False):
+        if getattr(node, "_document", None) not in (None, doctree):
+            node.document = doctree
+
+
+# ------------------------------------------------------------------ Chinese search
+
+SPLIT_QUERY_JS = r"""
+/* book/_ext/course_html.py: split a Chinese query into the words of the index (see its docstring) */
+const COURSE_WORDS = new Set(@WORDS@);
+function splitQuery(query) {
+  const index = (typeof Search !== "undefined" && Search._index) || {};
+  const has = (table, word) => !!table && Object.prototype.hasOwnProperty.call(table, word);
+  const known = (word) => COURSE_WORDS.has(word) || has(index.terms, word) || has(index.titleterms, word);
+  const words = [];
+  for (const token of query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}]+/gu)) {
+    for (const part of token.match(/\p{Script=Han}+|[^\p{Script=Han}]+/gu) || []) {
+      if (!/\p{Script=Han}/u.test(part)) {
+        words.push(part);
+        continue;
+      }
+      for (let i = 0; i < part.length; ) {      // the longest known word first
+        let j = Math.min(part.length, i + @LONGEST@);
+        while (j > i + 1 && !known(part.slice(i, j))) j--;
+        words.push(part.slice(i, j));
+        i = j;
+      }
+    }
+  }
+  return words;
+}
+"""
+
+
+def _course_search_language():
+    """Sphinx's Chinese search (jieba) with the course's dictionary on both sides (see the docstring)."""
+    from sphinx.search.zh import JIEBA, SearchChinese
+
+    class CourseSearchChinese(SearchChinese):
+        def init(self, options):
+            super().init(options)   # loads options["dict"] into jieba
+            path = Path(options.get("dict") or "")
+            self.words = set(path.read_text(encoding="utf-8").split()) if path.is_file() else set()
+            self.latin_terms = set()   # Sphinx's is a list, searched for every word of every page
+            words = json.dumps(sorted(self.words), ensure_ascii=False)
+            longest = max([8] + [len(w) for w in self.words])
+            self.js_splitter_code = SPLIT_QUERY_JS.replace("@WORDS@", words).replace("@LONGEST@", str(longest))
+
+        def split(self, input):
+            import jieba
+
+            chinese = list(jieba.cut_for_search(input)) if JIEBA else []
+            latin = [term.strip() for term in self.latin1_letters.findall(input)]
+            self.latin_terms.update(latin)
+            return chinese + latin
+
+        def word_filter(self, stemmed_word):
+            return len(stemmed_word) > 1 or stemmed_word in self.words   # 键, 值, 头, 批
+
+    return CourseSearchChinese
+
+
+def _chinese_search(app, config):
+    if (config.language or "en").startswith("zh"):
+        app.add_search_language(_course_search_language())
 
 
 def setup(app):
@@ -125,7 +297,12 @@ def setup(app):
     app.connect("html-page-context", _keep_needed_scripts, priority=100)
     app.connect("html-page-context", _edition_link)
     app.add_transform(_TranslatableExerciseTitles)
-    app.connect("builder-inited", _exercise_labels)
+    app.add_post_transform(_FullWidthExerciseTitles)
+    app.connect("config-inited", _catalog_for_templates)
+    app.connect("config-inited", _chinese_search)
+    app.connect("builder-inited", _catalogs_for_extensions)
+    app.connect("builder-inited", _translatable_theme_words)
+    app.connect("doctree-read", _adopt_translated_nodes)
     app.connect("config-inited", lambda app, config: _glue_in_translations()
                 if (config.language or "en") != "en" else None)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -316,13 +316,8 @@ if __name__ == "__main__":
     elif command == "lint":
         sys.exit(1 if lint(sys.argv[2:]) else 0)
     elif command == "fullwidth":
-        import polib
-        for path in sys.argv[2:]:
-            po = polib.pofile(path, wrapwidth=0)
-            for e in po:
-                if e.msgstr and CJK.search(e.msgstr) and not CJK.search(e.msgid):
-                    e.msgstr = fullwidth(e.msgstr)
-            po.save(path)
+        from catalog_lint import fix_fullwidth
+        print(f"{fix_fullwidth(sys.argv[2:])} messages changed")
     elif command == "notebooks":
         for p in notebooks():
             print(p.relative_to(ROOT))

@@ -5,14 +5,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book catalogs notebooks notebooks-zh test lab benchmark clean
+.PHONY: help book catalogs notebooks notebooks-zh check test lab benchmark clean
 
 help:
 	@echo "make book       build the book, English into _build/html and Chinese into _build/html/zh"
 	@echo "make catalogs   after changing English text: update the Chinese catalogs in locales/"
 	@echo "make notebooks  re-execute every chapter notebook in place, in a fresh kernel, top to bottom"
 	@echo "make notebooks-zh  Chinese notebooks in notebooks/zh/, from the catalogs (for make lab)"
-	@echo "make test       run the whole test suite (unit, doctests, nbval strict, book build)"
+	@echo "make check      the quick tests while editing: unit tests, doctests, repository checks (under a minute)"
+	@echo "make test       the whole test suite, as CI runs it (adds nbval strict, the homework tools, the book, the browser)"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make benchmark  run every benchmark in benchmarks/ (timings and memory, not tests)"
 	@echo "make clean      remove .venv/ and _build/"
@@ -33,6 +34,9 @@ notebooks: $(STAMP)
 
 notebooks-zh: $(STAMP)
 	$(BIN)/python book/editions.py notebooks
+
+check: $(STAMP)
+	$(BIN)/python -m pytest tests attnlib -m "not slow"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

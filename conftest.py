@@ -9,6 +9,10 @@ os.environ["MPLBACKEND"] = "Agg"
 # The course's outputs and messages are compared in English: a shell that asks attnlib for
 # Chinese (ATTNLIB_LANG=zh_CN) must not change them. Tests of the Chinese set it themselves.
 os.environ.pop("ATTNLIB_LANG", None)
+# The suite runs two things at once: the tests, and the book build's kernels beside them
+# (tests/conftest.py). With each asking PyTorch for every core, their threads fight over
+# the cores and both crawl; one thread each, in this process, its kernels and subprocesses.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_collectstart(collector):

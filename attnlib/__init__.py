@@ -39,13 +39,15 @@ Chapter                         Module          Functions
                                 ``cost``        ``peak_memory`` (chapter 11's, reused)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
-                                                ``loss_curve``, ``scaling``
+                                                ``loss_curve``, ``scaling``; ``localize`` (a figure's
+                                                own words in the reader's language)
 shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
-homework                        ``homework``    ``python -m attnlib.homework release|grade``
 in Chinese                      ``i18n``        ``ATTNLIB_LANG=zh_CN``: checker, grader and figure words from a catalog
-the Chinese edition             ``translate``   ``translate_notebook`` (markdown from ``locales/``; not imported here)
 ==============================  ==============  =====================================================
+
+The instructor's and author's tools (``python -m coursetools.homework release|grade``, the
+Chinese notebooks) live beside attnlib, in the ``coursetools`` package; attnlib never imports them.
 
 The API, with shapes::
 

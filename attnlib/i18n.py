@@ -13,8 +13,14 @@ The Chinese text comes from a gettext catalog inside the package,
 ``attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po``: each ``msgid`` is an English message
 exactly as the code writes it (with its ``{placeholders}``), each ``msgstr`` its
 translation. A message without a translation is shown in English. The code marks the
-messages it looks up as ``tr("...")``; the checkers' hints and the labels that notebooks
-pass to ``attnlib.plot`` are looked up as they are.
+messages it looks up as ``tr("...")``; the checkers' hints, the labels that notebooks
+pass to ``attnlib.plot`` and the words of the figures they hand to ``plot.localize`` are
+looked up as they are.
+
+The label of a checker's case ("case: a batch (B, T) = (2, 3) [5 of 10]") is looked up by
+``tr_case`` among the entries with ``msgctxt "case"``: whole, or, for a label the checker
+formats from random values, as a template whose ``{placeholders}`` stand for those values
+(``"random, B={B}, T={T}"`` translates ``"random, B=2, T=4"``).
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from ._validate import fail
 
 LANGUAGES = ("en", "zh_CN")
 LOCALES = Path(__file__).resolve().parent / "locales"
+CASE = "case"          # the msgctxt of the checkers' case labels
 
 
 def language() -> str:
@@ -47,30 +54,79 @@ def tr(message: str, lang: str | None = None) -> str:
     return message if lang == "en" else catalog(lang).get(message, message)
 
 
+def tr_case(label: str, lang: str | None = None) -> str:
+    """The label of a checker's case in ``lang`` (default: ``ATTNLIB_LANG``), from the entries
+    with ``msgctxt "case"``: the translation of the whole label, or of the template that
+    matches it, each ``{placeholder}`` filled with the text it stands for in the label (the
+    template with the most text of its own, when several match); otherwise the label itself.
+
+    >>> tr_case("random, B=2, T=4", lang="en")
+    'random, B=2, T=4'
+    >>> tr_case("random, B=2, T=4", lang="zh_CN")                # the template "random, B={B}, T={T}"
+    '随机输入，B=2，T=4'
+    """
+    lang = lang or language()
+    if lang == "en":
+        return label
+    entries = catalog(lang, CASE)
+    if label in entries:
+        return entries[label]
+    for template, pattern in _templates(lang):
+        found = pattern.fullmatch(label)
+        if found:
+            return re.sub(r"\{(\w+)\}", lambda m: found.group(m.group(1)), entries[template])
+    return label
+
+
 @functools.lru_cache(maxsize=None)
-def catalog(lang: str) -> dict[str, str]:
-    """``{msgid: msgstr}`` of the ``lang`` catalog; empty, fuzzy and obsolete entries left out.
+def _templates(lang: str) -> list[tuple[str, re.Pattern]]:
+    """The case labels with ``{placeholders}`` as regular expressions, the most literal text first."""
+    templates = []
+    for msgid in catalog(lang, CASE):
+        parts = re.split(r"\{(\w+)\}", msgid)       # literal, name, literal, name, ..., literal
+        if len(parts) == 1:
+            continue
+        regex, names = "", set()
+        for i, part in enumerate(parts):
+            if i % 2 == 0:
+                regex += re.escape(part)
+            else:
+                regex += f"(?P={part})" if part in names else f"(?P<{part}>.+?)"
+                names.add(part)
+        templates.append((sum(len(p) for p in parts[::2]), msgid, re.compile(regex, re.S)))
+    return [(msgid, pattern) for _, msgid, pattern in sorted(templates, key=lambda t: -t[0])]
+
+
+def catalog(lang: str, context: str | None = None) -> dict[str, str]:
+    """``{msgid: msgstr}`` of the ``lang`` catalog's entries with ``msgctxt context`` (default:
+    those without one); empty, fuzzy and obsolete entries left out."""
+    return _catalog(lang).get(context, {})
+
+
+@functools.lru_cache(maxsize=None)
+def _catalog(lang: str) -> dict[str | None, dict[str, str]]:
+    """``{msgctxt: {msgid: msgstr}}`` of the ``lang`` catalog (``None``: no msgctxt).
 
     A small reader of the .po format (attnlib needs no gettext tooling at run time):
-    an entry is ``msgid "..."`` then ``msgstr "..."``, each string possibly continued on
-    the lines below it, with C escapes (``\\n``, ``\\"``, ``\\\\``).
+    an entry is an optional ``msgctxt "..."``, ``msgid "..."`` then ``msgstr "..."``, each
+    string possibly continued on the lines below it, with C escapes (``\\n``, ``\\"``, ``\\\\``).
     """
     path = LOCALES / lang / "LC_MESSAGES" / "attnlib.po"
-    entries: dict[str, str] = {}
+    entries: dict[str | None, dict[str, str]] = {}
     for block in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
         fields, key, fuzzy = {}, None, False
         for line in block.splitlines():
             if line.startswith("#,") and "fuzzy" in line:
                 fuzzy = True
-            elif line.startswith(("msgid ", "msgstr ")):
+            elif line.startswith(("msgctxt ", "msgid ", "msgstr ")):
                 key, _, line = line.partition(" ")
                 fields[key] = _unquote(line)
             elif line.startswith('"') and key:
                 fields[key] += _unquote(line)
-            elif not line.startswith("#"):            # msgctxt, plurals: not used by attnlib
+            elif not line.startswith("#"):            # plurals: not used by attnlib
                 key = None
         if fields.get("msgid") and fields.get("msgstr") and not fuzzy:
-            entries[fields["msgid"]] = fields["msgstr"]
+            entries.setdefault(fields.get("msgctxt"), {})[fields["msgid"]] = fields["msgstr"]
     return entries
 
 

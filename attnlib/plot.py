@@ -7,6 +7,7 @@
 * ``overview``: the whole computation, tokens to output, with one chapter's steps highlighted.
 * ``loss_curve``: a training loss, step by step, with its running mean.
 * ``scaling``: costs measured at growing sizes, log-log, with fitted slopes (chapter 11).
+* ``localize``: a figure drawn with matplotlib itself, its words in the reader's language.
 
 Signed matrices use a diverging colour map centred on 0 (blue < 0 < red);
 non-negative ones (one-hot rows, attention weights) a sequential one. Every
@@ -16,7 +17,9 @@ With ``ATTNLIB_LANG=zh_CN`` (``attnlib.i18n``) every word a figure shows is Chin
 words attnlib draws, and the titles and labels you pass, looked up whole in attnlib's
 catalog (a label's numbers stand for themselves: "length 5" is found as "length {}");
 a label the catalog lacks, math (``$...$``) and code names stay as they are. Texts with
-Chinese characters are set in a font that has them (``CHINESE_FONTS``).
+Chinese characters are set in a font that has them (``CHINESE_FONTS``). A figure whose words
+a notebook writes with matplotlib itself (``ax.set_xlabel("position")``) gets the same with
+``plot.localize(fig)`` before ``plt.show()``.
 """
 from __future__ import annotations
 
@@ -87,21 +90,66 @@ def _label(text):
     """A title or label passed to a plot function, in the language of ATTNLIB_LANG.
 
     The catalog's translation of the whole text, or of the text with each number as ``{}``
-    (then filled in again); otherwise the text itself, and anything that is not a string.
+    (then filled in again, in order; other braces, as in ``$\\mathrm{pos}$``, stay as they
+    are); otherwise the text itself, and anything that is not a string.
     """
     if not isinstance(text, str) or language() == "en":
         return text
     whole = tr(text)
-    if whole != text or "{" in text or "}" in text:
+    if whole != text or "{}" in text:
         return whole
+    numbers = re.findall(r"\d+(?:\.\d+)?", text)
     pattern = re.sub(r"\d+(?:\.\d+)?", "{}", text)                  # "length 5" -> "length {}"
-    if pattern == text or tr(pattern) == pattern:
+    translation = tr(pattern)
+    parts = translation.split("{}")
+    if not numbers or translation == pattern or len(parts) != len(numbers) + 1:
         return text
-    return tr(pattern).format(*re.findall(r"\d+(?:\.\d+)?", text))
+    return parts[0] + "".join(n + part for n, part in zip(numbers, parts[1:]))
 
 
 def _labels(texts):
     return None if texts is None else [_label(t) for t in texts]
+
+
+def localize(fig):
+    """The words of ``fig``, a figure drawn with matplotlib itself, in the language of ATTNLIB_LANG.
+
+    The plot functions translate the words they are given; ``localize`` does the same for the
+    words a notebook writes with matplotlib: titles, axis labels, legend entries (``label=``),
+    ``ax.text`` and ``ax.annotate``. Each is looked up whole in attnlib's catalog, or with its
+    numbers as ``{}``; math, code names and words the catalog lacks stay as they are, and so do
+    tick labels (data: tokens, numbers, model names). Chinese texts get a font that has their
+    characters. In English nothing changes. Call it when the figure is drawn, before
+    ``plt.show()`` (and before ``fig.tight_layout()``, which measures the words). Returns ``fig``.
+
+    >>> import os
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.plot([0, 1], label="theory: 1"), ax.legend(), ax.set_title("length 5")
+    >>> _ = ax.set_xlabel("position"), ax.set_ylabel("$d_k$")
+    >>> localize(fig) is fig                     # English (ATTNLIB_LANG unset): as it was
+    True
+    >>> ax.get_xlabel(), ax.get_title()
+    ('position', 'length 5')
+    >>> os.environ["ATTNLIB_LANG"] = "zh_CN"
+    >>> _ = localize(fig)
+    >>> ax.get_xlabel(), ax.get_ylabel(), ax.get_title(), [t.get_text() for t in ax.get_legend().get_texts()]
+    ('位置', '$d_k$', '长度 5', ['理论值：1'])
+    >>> del os.environ["ATTNLIB_LANG"]; plt.close(fig)
+    """
+    if language() == "en":
+        return fig
+    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
+    for text in fig.findobj(Text):
+        if id(text) not in ticks and text.get_text():
+            text.set_text(_label(text.get_text()))
+    for ax in fig.axes:                   # what a legend made after this call will show
+        for artist in ax.get_children() + list(ax.containers):
+            label = artist.get_label()
+            if isinstance(label, str) and label and not label.startswith("_"):
+                artist.set_label(_label(label))
+    _font(fig)
+    return fig
 
 
 def _as_2d(name: str, m) -> np.ndarray:
@@ -473,5 +521,62 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
         ax.set_ylabel(_label(ylabel))
         ax.set_title(_label(title))
         ax.legend(frameon=False, fontsize=8.5)
+        _font(ax)
+        return ax.figure
+
+
+def decoding_steps(tokens_cached: Sequence[int], step_ms: Sequence[float], read_ms: float,
+                   target: float | None = 1.5, title: str = "one new token per step", ax=None):
+    """The measured time of each cached decoding step against the time to read the weights once (chapter 12).
+
+    A cached step multiplies one token's vectors by every weight matrix: two FLOPs for each
+    weight it reads, far less arithmetic than the CPU can do while the weights stream in from
+    memory. So a step takes about as long as reading the weights once, ``read_ms``, drawn as a
+    horizontal line, whatever the number of cached tokens; the KV cache it also reads grows
+    with them, but is small next to the weights for one short sequence.
+
+    Args:
+        tokens_cached: the tokens in the KV cache at each step (the x axis), at least one.
+        step_ms: the measured time of each step in milliseconds, one per entry of ``tokens_cached``.
+        read_ms: the time to read every weight the step uses once (e.g. a ``sum`` of each), in ms.
+        target: a dashed line at ``target * read_ms`` (the benchmark's target: 1.5); ``None``: none.
+        title: the axes' title.
+        ax: the matplotlib axes to draw on (default: a new figure).
+
+    Returns the Figure.
+
+    >>> fig = decoding_steps([8, 9, 10], [31.0, 30.5, 30.8], read_ms=21.0)
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['cached step', 'reading every weight once', '1.5 × the weight read']
+    >>> float(fig.axes[0].get_ylim()[0])              # from 0: the ratio is seen at a glance
+    0.0
+    """
+    try:
+        x = np.asarray(tokens_cached, dtype=float)
+        y = np.asarray(step_ms.detach().cpu() if isinstance(step_ms, torch.Tensor) else step_ms, dtype=float)
+    except (TypeError, ValueError):
+        raise fail("tokens_cached, step_ms", "two sequences of numbers", f"{describe(tokens_cached)}, "
+                   f"{describe(step_ms)}") from None
+    if x.ndim != 1 or x.size == 0 or y.shape != x.shape or not np.isfinite(x).all() or not (y > 0).all() \
+            or not np.isfinite(y).all():
+        raise fail("step_ms", "one positive finite time per entry of tokens_cached (1-D, at least one)",
+                   f"shapes {x.shape} and {y.shape}")
+    if isinstance(read_ms, bool) or not isinstance(read_ms, (int, float)) or not 0 < read_ms < math.inf:
+        raise fail("read_ms", "a positive number (milliseconds)", describe(read_ms))
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float)) or target <= 0):
+        raise fail("target", "None or a positive number", describe(target))
+    with plt.rc_context(STYLE):
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+        ax.plot(x, y, color=HIGHLIGHT, marker="o", markersize=3, linewidth=1.0, label=tr("cached step"))
+        ax.axhline(read_ms, color="#616161", linewidth=1.6, label=tr("reading every weight once"))
+        if target is not None:
+            ax.axhline(target * read_ms, color="#9e9e9e", linestyle="--", linewidth=1.0,
+                       label=tr("{k} × the weight read").format(k=f"{target:g}"))
+        ax.set_ylim(0, max(y.max(), (target or 1) * read_ms) * 1.15)
+        ax.set_xlabel(tr("tokens in the KV cache"))
+        ax.set_ylabel(tr("time (ms)"))
+        ax.set_title(_label(title))
+        ax.legend(frameon=False, fontsize=8.5, loc="lower right")
         _font(ax)
         return ax.figure

@@ -109,6 +109,7 @@ def _config(kind: str) -> Path:
         cfg["execute"]["execute_notebooks"] = "off"   # the text only: the outputs stored in the notebooks
     if kind == "zh":
         cfg["execute"]["cache"] = str(ZH_CACHE)       # executed with ZH_ENV (see build), cached apart
+        cfg["execute"]["exclude_patterns"] = []      # every chapter: their figures are drawn in Chinese
         cfg["title"] = zh_title()
         cfg["author"] = _translation(cfg["author"], "exercise")
         config["language"] = LANG
@@ -288,7 +289,7 @@ def build() -> None:
 def notebooks(out: Path = ROOT / "notebooks" / "zh") -> list[Path]:
     """Chinese copies of the chapters: markdown from the catalogs, code and outputs untouched."""
     sys.path.insert(0, str(ROOT))
-    from attnlib.translate import translate_notebook_file
+    from coursetools.translate import translate_notebook_file
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -15,19 +15,63 @@ def root() -> Path:
     return ROOT
 
 
+# ------------------------------------------------------------------ the book, built beside the tests
+#
+# Building both editions takes minutes, most of it the Chinese edition executing every chapter
+# (with ATTNLIB_LANG=zh_CN, for its figures; the English edition shows the outputs stored in the
+# notebooks, which nbval checks in the same run). When a selected test needs the book, the build
+# starts as soon as the tests are collected, in a process of its own, and those tests run last:
+# the build uses the second core while the other tests run.
+
+_BOOK: dict = {}
+
+
+def _book_tests(items) -> list:
+    return [item for item in items if "book_build" in getattr(item, "fixturenames", ())]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    book = _book_tests(items)
+    if not book or config.option.collectonly:
+        return
+    chosen = set(map(id, book))
+    items[:] = [item for item in items if id(item) not in chosen] + book
+    _start_book_build()
+
+
+def _start_book_build() -> None:
+    if "proc" in _BOOK:
+        return
+    log = ROOT / "_build" / "book-build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    _BOOK["log"] = log
+    _BOOK["proc"] = subprocess.Popen([sys.executable, str(ROOT / "book" / "editions.py"), "build"],
+                                     cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    proc = _BOOK.get("proc")
+    if proc is not None and proc.poll() is None:   # stopped early (-x, Ctrl-C): do not leave it running
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:
-    """Build the book exactly as `make book` does, once per session: English into
-    _build/html, Chinese into _build/html/zh (book/editions.py).
+    """The book built exactly as `make book` does (book/editions.py): English into _build/html,
+    Chinese into _build/html/zh; started when the tests were collected, waited for here.
 
     -W turns every warning (and every notebook execution error) into a failure,
     -n reports every broken cross-reference, --keep-going reports all of them.
     The HTML is removed first and --all writes every page again, so nothing is left
     over from an earlier build (executed notebooks still come from the caches,
-    _build/.jupyter_cache and, executed with ATTNLIB_LANG=zh_CN for the Chinese
-    edition, _build/.jupyter_cache_zh, when their code is unchanged).
+    _build/.jupyter_cache for book/intro.md and, executed with ATTNLIB_LANG=zh_CN for the
+    Chinese edition, _build/.jupyter_cache_zh, when their code is unchanged).
+    The build's output is in _build/book-build.log.
     """
-    return subprocess.run(
-        [sys.executable, str(ROOT / "book" / "editions.py"), "build"],
-        cwd=ROOT, capture_output=True, text=True, timeout=2400,
-    )
+    _start_book_build()   # when the fixture is asked for outside the collection hook's reach
+    proc = _BOOK["proc"]
+    proc.wait(timeout=2400)
+    out = _BOOK["log"].read_text(encoding="utf-8", errors="replace")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")

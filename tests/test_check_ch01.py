@@ -24,7 +24,7 @@ def test_the_reference_is_float32_on_every_case():
 ], ids=["broadcast ==", "scatter", "rows of eye"])
 def test_correct_float32_solutions_pass(solution, capsys):
     check.one_hot_rows(solution)
-    assert "check.one_hot_rows: all 10 cases passed" in capsys.readouterr().out
+    assert f"check.one_hot_rows: all {len(CHECKS['ch01-one-hot'].cases())} cases passed" in capsys.readouterr().out
 
 
 def test_a_float64_one_hot_fails_on_its_dtype():

@@ -41,7 +41,7 @@ def test_a_correct_solution_passes(capsys):
     def shifted_output(out, weights, shift):
         return out + weights.sum(dim=-1, keepdim=True) * shift
     check.shifted_output(shifted_output)
-    assert "check.shifted_output: all 10 cases passed" in capsys.readouterr().out
+    assert f"check.shifted_output: all {len(CHECKS['ch05-shifted-values'].cases())} cases passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("wrong, first_failure", [

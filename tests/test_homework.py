@@ -1,4 +1,7 @@
-"""python -m attnlib.homework: release student notebooks, grade submissions honestly."""
+"""python -m coursetools.homework: release student notebooks, grade submissions honestly.
+
+The tests marked slow start Jupyter kernels. The full set of chapters is executed once here, as
+student versions (graded_released); the sources are graded on SOURCE_SAMPLE."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from attnlib import homework
+from coursetools import homework
 from attnlib.check import CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +43,17 @@ def _solution_lines(nb) -> list[str]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnlib.homework", *args],
+    """The command line as a user runs it, in a process of its own (see test_the_command_line)."""
+    return subprocess.run([sys.executable, "-m", "coursetools.homework", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    """The same command line, run in this process: what it returns, prints and reports as an error."""
+    capsys.readouterr()
+    code = homework.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +61,23 @@ def released(tmp_path_factory):
     """Student versions of every chapter, written by the command line."""
     out = tmp_path_factory.mktemp("student")
     before = {p: _digest(p) for p in CHAPTERS}
-    proc = _cli("release", *map(str, CHAPTERS), "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    assert homework.main(["release", *map(str, CHAPTERS), "--out", str(out)]) == 0
     assert {p: _digest(p) for p in CHAPTERS} == before, "release modified a source notebook"
     return out
+
+
+@pytest.fixture(scope="module")
+def graded_released(released):
+    """Every student version graded as a submission: its results, and the notebook as it ran.
+
+    The one execution of the full set of chapters in this file: a student version must run to its
+    first check in a fresh kernel, and score 0."""
+    graded = {}
+    for path in CHAPTERS:
+        executed: list = []
+        results = homework.grade_one(released / path.name, timeout=120, executed=executed)
+        graded[path.name] = results, executed[0]
+    return graded
 
 
 # ------------------------------------------------------------------ convention
@@ -104,11 +129,10 @@ def test_release_removes_every_solution(path, released):
             assert re.search(rf"^def {check.function}\(", text, re.M)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
-def test_student_notebook_runs_to_its_first_check(path, released):
-    nb = nbformat.read(released / path.name, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+def test_student_version_runs_to_its_first_check_and_scores_zero(path, graded_released):
+    results, nb = graded_released[path.name]
     failed = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
               and any(o.output_type == "error" for o in c.outputs)
               and "raises-exception" not in c.metadata.get("tags", [])]
@@ -119,53 +143,79 @@ def test_student_notebook_runs_to_its_first_check(path, released):
     assert error.ename == "AssertionError" and "not implemented yet" in error.evalue
     for _, cell in failed:  # only check cells fail, every one because of its stub
         assert cell.source.startswith("check."), cell.source
+    # graded, every exercise of the chapter scores 0, because it is not implemented yet
+    assert results and {r.exercise for r in results} == {lbl for lbl in CHECKS if lbl.startswith("ch" + path.name[:2] + "-")}
+    for r in results:
+        assert (r.points, r.result) == (0, "fail") and r.max_points > 0, r
+        assert "not implemented yet" in r.message, r.message
 
 
-def test_release_never_overwrites(tmp_path):
+@pytest.mark.slow
+def test_the_report_in_the_homework_page_is_the_graders(graded_released):
+    """book/homework.md shows the report of chapter 1's student version: it is what the grader
+    prints for it (`grade` prints homework.report for each submission)."""
+    results, _ = graded_released["01_embeddings.ipynb"]
+    printed = homework.report(Path("student/01_embeddings.ipynb"), results)
+    doc = (ROOT / "book" / "homework.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(student/01_embeddings.ipynb\n.*?score: \d+/\d+)\n```", doc, re.S).group(1)
+    assert shown == printed
+
+
+def test_release_never_overwrites(tmp_path, capsys):
     src = CHAPTERS[0]
-    proc = _cli("release", str(src), "--out", str(src.parent))
-    assert proc.returncode == 2 and "would overwrite the source notebook" in proc.stderr
+    before = _digest(src)
+    code, _, err = _main(capsys, "release", str(src), "--out", str(src.parent))
+    assert code == 2 and "would overwrite the source notebook" in err and _digest(src) == before
     existing = tmp_path / src.name
     existing.write_text("my work", encoding="utf-8")
-    proc = _cli("release", str(src), "--out", str(tmp_path))
-    assert proc.returncode == 2 and "already exists" in proc.stderr
+    code, _, err = _main(capsys, "release", str(src), "--out", str(tmp_path))
+    assert code == 2 and "already exists" in err
     assert existing.read_text(encoding="utf-8") == "my work"
     # nothing is written when one of several destinations is taken
     second = CHAPTERS[1] if len(CHAPTERS) > 1 else CHAPTERS[0]
-    proc = _cli("release", str(second), str(src), "--out", str(tmp_path))
-    assert proc.returncode == 2 and "already exists" in proc.stderr
+    code, _, err = _main(capsys, "release", str(second), str(src), "--out", str(tmp_path))
+    assert code == 2 and "already exists" in err
     assert not (tmp_path / second.name).exists() or second == src
 
 
 # ------------------------------------------------------------------ grade
 
-def test_grading_the_sources_gives_full_marks(tmp_path):
+# The chapters whose exercises, together, send every kind of case and answer through the kernel:
+# tensors, a float (ch03 unit_variance_scale), ints and a
+# torch.dtype argument (ch11 longest_context), a tuple of tensors (ch13 merge_partials).
+# Every chapter's solution is checked in-process by tests/test_check.py, and every chapter's
+# student version goes through the grader above.
+SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb"]
+
+
+def test_the_source_sample_covers_every_kind_of_case_and_answer():
+    """SOURCE_SAMPLE covers every type of argument and of answer that any chapter's checker uses."""
+    def kinds(label):
+        check = CHECKS[label]
+        args = {type(a).__name__ for _, case in check.cases() for a in case}
+        answers = {type(check.reference(*case)).__name__ for _, case in check.cases()}
+        return args | {"->" + a for a in answers}
+
+    every = set().union(*(kinds(label) for label in CHECKS))
+    sample = set().union(*(kinds(label) for label in CHECKS if label[2:4] in {p[:2] for p in SOURCE_SAMPLE}))
+    assert sample == every, f"not covered by SOURCE_SAMPLE: {every - sample}"
+
+
+@pytest.mark.slow
+def test_grading_the_sources_gives_full_marks(tmp_path, capsys):
+    sources = [ROOT / "notebooks" / name for name in SOURCE_SAMPLE]
     report = tmp_path / "report.json"
-    before = {p: _digest(p) for p in CHAPTERS}
-    proc = _cli("grade", *map(str, CHAPTERS), "--timeout", "120", "--json", str(report))
-    assert proc.returncode == 0, proc.stderr
+    before = {p: _digest(p) for p in sources}
+    code, out, err = _main(capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report))
+    assert code == 0, err
     data = json.loads(report.read_text())
-    assert len(data["submissions"]) == len(CHAPTERS)
+    assert len(data["submissions"]) == len(sources)
     for sub in data["submissions"]:
         assert sub["score"] == sub["max_score"] > 0, sub
         assert all(e["result"] == "pass" for e in sub["exercises"])
-    assert proc.stdout.strip().splitlines()[-1] == f"score: {data['submissions'][-1]['max_score']}/" \
-                                                   f"{data['submissions'][-1]['max_score']}"
-    assert {p: _digest(p) for p in CHAPTERS} == before, "grading modified a submission"
-
-
-def test_grading_the_released_notebooks_gives_zero(released):
-    proc = _cli("grade", *map(str, sorted(released.glob("*.ipynb"))), "--timeout", "120")
-    assert proc.returncode == 0, proc.stderr
-    scores = re.findall(r"^score: (\d+)/(\d+)$", proc.stdout, re.M)
-    assert len(scores) == len(CHAPTERS)
-    assert all(got == "0" and int(total) > 0 for got, total in scores), proc.stdout
-    assert "not implemented yet" in proc.stdout
-    # book/homework.md shows this report for chapter 1: it must be what the grader prints
-    doc = (ROOT / "book" / "homework.md").read_text(encoding="utf-8")
-    shown = re.search(r"```text\nstudent/01_embeddings.ipynb\n(.*?score: \d+/\d+)\n```", doc, re.S).group(1)
-    printed = re.search(r"01_embeddings.ipynb\n(.*?score: \d+/\d+)", proc.stdout, re.S).group(1)
-    assert shown == printed
+    assert out.strip().splitlines()[-1] == f"score: {data['submissions'][-1]['max_score']}/" \
+                                           f"{data['submissions'][-1]['max_score']}"
+    assert {p: _digest(p) for p in sources} == before, "grading modified a submission"
 
 
 # Small chapter-1 submissions, one cheat or mistake each (fast: no chapter code to run).
@@ -201,6 +251,7 @@ def _grade(path: Path, timeout: float = 10) -> dict[str, homework.Result]:
     return results
 
 
+@pytest.mark.slow
 def test_correct_submission_without_check_cells(tmp_path):
     results = _grade(_submission(tmp_path, GOOD_ONE_HOT, GOOD_MEAN))
     assert [r.points for r in results.values()] == [1, 1]
@@ -210,15 +261,17 @@ def test_correct_submission_without_check_cells(tmp_path):
 LOOP_TIMEOUT = 10
 
 
+@pytest.mark.slow
 def test_endless_loop_costs_that_exercise_only(tmp_path):
     loop = "def one_hot_rows(ids, vocab_size):\n    while True:\n        pass"
-    results = _grade(_submission(tmp_path, loop, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN,
-                                 "while True:\n    pass"), timeout=LOOP_TIMEOUT)
+    # a loop at the top level is interrupted and the kernel goes on; the graded call of one_hot_rows too
+    results = _grade(_submission(tmp_path, loop, GOOD_MEAN, "while True:\n    pass"), timeout=LOOP_TIMEOUT)
     assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
     assert f"did not finish within {LOOP_TIMEOUT} s" in results["ch01-one-hot"].message
     assert results["ch01-mean-embedding"].points == 1
 
 
+@pytest.mark.slow
 def test_loop_that_swallows_interrupts_costs_that_exercise_only(tmp_path):
     stubborn = """
 def one_hot_rows(ids, vocab_size):
@@ -234,6 +287,7 @@ def one_hot_rows(ids, vocab_size):
     assert results["ch01-mean-embedding"].points == 1
 
 
+@pytest.mark.slow
 def test_exception_costs_that_exercise_only(tmp_path):
     raising = "def one_hot_rows(ids, vocab_size):\n    return ids.one_hot_please()"
     results = _grade(_submission(tmp_path, raising, GOOD_MEAN))
@@ -243,6 +297,7 @@ def test_exception_costs_that_exercise_only(tmp_path):
     assert results["ch01-mean-embedding"].points == 1
 
 
+@pytest.mark.slow
 def test_syntax_error_costs_that_exercise_only(tmp_path):
     broken = "def one_hot_rows(ids, vocab_size)\n    return ids"
     results = _grade(_submission(tmp_path, broken, GOOD_MEAN))
@@ -251,12 +306,14 @@ def test_syntax_error_costs_that_exercise_only(tmp_path):
     assert results["ch01-mean-embedding"].points == 1
 
 
+@pytest.mark.slow
 def test_wrong_type_is_explained(tmp_path):
     as_list = "def one_hot_rows(ids, vocab_size):\n    return [[1.0]]"
     r = _grade(_submission(tmp_path, as_list, GOOD_MEAN))["ch01-one-hot"]
     assert r.points == 0 and "expected a torch.Tensor, got list" in r.message
 
 
+@pytest.mark.slow
 def test_deleted_or_faked_checks_do_not_help(tmp_path):
     cheat = """
 check.one_hot_rows = lambda fn: print("check.one_hot_rows: all 10 cases passed")
@@ -271,6 +328,7 @@ check.one_hot_rows(one_hot_rows)
     assert results["ch01-mean-embedding"].result == "missing"
 
 
+@pytest.mark.slow
 def test_calling_the_answer_scores_zero_however_it_is_reached(tmp_path):
     """The review's three-line submission (the check registry), and an aliased import, getattr
     and a swallowed error: each exercise scores 0 with a message that says what it asks."""
@@ -304,6 +362,7 @@ def shifted_output(out, weights, shift):
     assert results["ch05-shifted-values"].points == 1          # an honest answer beside it still scores
 
 
+@pytest.mark.slow
 def test_chapter_is_found_from_labels_when_renamed(tmp_path):
     path = _submission(tmp_path, GOOD_ONE_HOT, name="my_homework.ipynb")
     nb = nbformat.read(path, as_version=4)
@@ -318,18 +377,31 @@ def test_chapter_is_found_from_labels_when_renamed(tmp_path):
     (b'{"cells": 3}', "not a valid notebook"),
     (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a notebook"),
 ])
-def test_not_a_notebook_exits_2(tmp_path, content, why):
+def test_not_a_notebook_exits_2(tmp_path, capsys, content, why):
     path = tmp_path / "01_embeddings.ipynb"
     path.write_bytes(content)
-    proc = _cli("grade", str(path))
-    assert proc.returncode == 2
-    assert why in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    code, _, err = _main(capsys, "grade", str(path))
+    assert code == 2
+    assert why in err and len(err.strip().splitlines()) == 1, err
     assert path.read_bytes() == content
 
 
-def test_missing_file_and_unknown_chapter_exit_2(tmp_path):
-    proc = _cli("grade", str(tmp_path / "nope.ipynb"))
-    assert proc.returncode == 2 and "cannot read it" in proc.stderr
+def test_missing_file_and_unknown_chapter_exit_2(tmp_path, capsys):
+    code, _, err = _main(capsys, "grade", str(tmp_path / "nope.ipynb"))
+    assert code == 2 and "cannot read it" in err
     path = _submission(tmp_path, GOOD_ONE_HOT, name="notes.ipynb")
+    code, _, err = _main(capsys, "grade", str(path))
+    assert code == 2 and "no graded exercises found" in err
+
+
+@pytest.mark.slow
+def test_the_command_line(tmp_path):
+    """`python -m coursetools.homework`, in a process of its own: its exit codes and its streams."""
+    path = tmp_path / "01_embeddings.ipynb"
+    path.write_bytes(b"this is not json")
     proc = _cli("grade", str(path))
-    assert proc.returncode == 2 and "no graded exercises found" in proc.stderr
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: ") and "not a valid notebook" in proc.stderr
+    proc = _cli("release", str(CHAPTERS[0]), "--out", str(tmp_path / "student"))
+    assert proc.returncode == 0 and (tmp_path / "student" / CHAPTERS[0].name).exists(), proc.stderr
+    assert proc.stdout.strip() == f"wrote {tmp_path / 'student' / CHAPTERS[0].name}"

@@ -3,8 +3,8 @@
 English by default (the other tests compare English messages); with the switch, the
 checkers' feedback, the grader's report and the figures' words come from the catalog
 inside the package, attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po, and every message the
-code looks up, and every plain-English label a notebook passes to attnlib.plot, has a
-translation there.
+code looks up, every checker case's label, and every plain-English label a notebook passes
+to attnlib.plot or writes on a figure it hands to plot.localize, has a translation there.
 """
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attnlib  # noqa: E402
-from attnlib import AttnlibError, check, homework, i18n, plot  # noqa: E402
+from attnlib import AttnlibError, check, i18n, plot  # noqa: E402
+from coursetools import homework  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "attnlib" / "locales" / "zh_CN" / "LC_MESSAGES" / "attnlib.po"
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+N_ONE_HOT = len(check.CHECKS["ch01-one-hot"].cases())   # the cases of chapter 1's first checker
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 
@@ -61,9 +63,13 @@ def _message(checker, fn) -> str:
 def test_english_by_default(capsys):
     assert i18n.language() == "en"
     check.one_hot_rows(one_hot)
-    assert "check.one_hot_rows: all 10 cases passed (shapes (T,) and (B, T)" in capsys.readouterr().out
+    n = N_ONE_HOT
+    assert f"check.one_hot_rows: all {n} cases passed (shapes (T,) and (B, T)" in capsys.readouterr().out
     message = _message(check.one_hot_rows, lambda ids, V: one_hot(ids.flatten(), V))
-    assert message.startswith("one_hot_rows: wrong shape\n  case: ") and "\n  hint: row i has" in message
+    assert message.startswith(f"one_hot_rows: wrong shape\n  case: a batch (B, T) = (2, 3) [5 of {n}]\n  input: ")
+    assert "\n  hint: row i has" in message
+    message = _message(check.one_hot_rows, lambda ids, V: one_hot(ids, V) * (1 if V < 20 else 2))
+    assert f"\n  case: random ids, shape (5,), vocab_size=22 [6 of {n}]\n" in message
 
 
 @pytest.mark.parametrize("value", ["en", "", "zh_CN"])
@@ -89,15 +95,16 @@ def test_read_when_the_message_is_made(monkeypatch, capsys):
     monkeypatch.setenv("ATTNLIB_LANG", "en")
     check.one_hot_rows(one_hot)
     english, chinese, again = capsys.readouterr().out.splitlines()
-    assert english == again and english.startswith("check.one_hot_rows: all 10 cases passed")
-    assert chinese.startswith("check.one_hot_rows：全部 10 个用例通过（") and chinese.endswith("）。")
+    n = N_ONE_HOT
+    assert english == again and english.startswith(f"check.one_hot_rows: all {n} cases passed")
+    assert chinese.startswith(f"check.one_hot_rows：全部 {n} 个用例通过（") and chinese.endswith("）。")
 
 
 # ------------------------------------------------------------------ checker feedback
 
 def test_a_wrong_answer_in_chinese(zh):
     message = _message(check.one_hot_rows, lambda ids, V: one_hot(ids.flatten(), V))
-    assert message.startswith("one_hot_rows：形状不对\n  用例：a batch (B, T) = (2, 3) [第 5 个，共 10 个]\n  输入：")
+    assert message.startswith(f"one_hot_rows：形状不对\n  用例：一批序列，(B, T) = (2, 3) [第 5 个，共 {N_ONE_HOT} 个]\n  输入：")
     assert "\n  应为形状：(2, 3, 3)\n  实际形状：(6, 3)\n  提示：第 i 行只有一个 1" in message
     message = _message(check.mean_embedding, lambda ids, table: attnlib.embed(ids, table).sum(0))
     assert "mean_embedding：值不对\n" in message and "\n  应为：" in message and "\n  实际：" in message
@@ -119,7 +126,7 @@ def test_each_kind_of_message_in_chinese(zh, student, chinese):
 
 def test_the_success_line_in_chinese(zh, capsys):
     check.one_hot_rows(one_hot)
-    assert capsys.readouterr().out == ("check.one_hot_rows：全部 10 个用例通过"
+    assert capsys.readouterr().out == (f"check.one_hot_rows：全部 {N_ONE_HOT} 个用例通过"
                                        "（一维的 ids 和二维的 (B, T)，T = 0，vocab_size = 1；float32）。\n")
 
 
@@ -148,6 +155,41 @@ def test_every_hint_and_edge_case_list_in_chinese(zh, capsys):
         assert CJK.search(i18n.tr(entry.covers)), f"{entry.exercise}: covers not translated"
 
 
+def test_a_failing_case_is_named_in_chinese(zh):
+    """The case's label, whole ("a batch ...") or from a template ("random ids, shape {shape}, ...")."""
+    message = _message(check.one_hot_rows, lambda ids, V: one_hot(ids, V) * (1 if V < 20 else 2))
+    assert f"\n  用例：随机 id，形状为 (5,)，vocab_size=22 [第 6 个，共 {N_ONE_HOT} 个]\n" in message
+    message = _message(check.mean_embedding, lambda ids, table: table[ids].mean(0) + (len(ids) > 1))
+    assert f"\n  用例：重复出现的 token [第 2 个，共 {len(check.CHECKS['ch01-mean-embedding'].cases())} 个]\n" in message
+
+
+def _case_entry(label: str) -> tuple[str | None, dict[str, str]]:
+    """The msgctxt "case" entry that translates ``label`` (itself, or the template tr_case uses)
+    and the values the label gives the template's placeholders."""
+    if label in i18n.catalog("zh_CN", i18n.CASE):
+        return label, {}
+    for template, pattern in i18n._templates("zh_CN"):
+        found = pattern.fullmatch(label)
+        if found:
+            return template, found.groupdict()
+    return None, {}
+
+
+def test_every_case_of_every_checker_has_a_chinese_label():
+    used = set()
+    for entry in check.CHECKS.values():
+        for label, _ in entry.cases():
+            template, values = _case_entry(label)
+            assert template, f"{entry.exercise}: no msgctxt \"case\" entry in {CATALOG.name} for the case {label!r}"
+            used.add(template)
+            chinese = i18n.tr_case(label, "zh_CN")
+            assert CJK.search(chinese) or chinese == label and not _plain_english(label), (label, chinese)
+            for value in values.values():     # a value, not a stretch of the label: the right template
+                assert value in chinese and not re.search(r"=|: ", value), (label, template, value)
+    stale = set(i18n.catalog("zh_CN", i18n.CASE)) - used
+    assert not stale, f"case labels no checker has any more: {sorted(stale)}"
+
+
 # ------------------------------------------------------------------ the grader
 
 def test_the_report_in_chinese(zh):
@@ -171,6 +213,7 @@ SUBMISSION = [
 ]
 
 
+@pytest.mark.slow
 def test_grading_is_the_same_in_both_languages(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in SUBMISSION])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -230,6 +273,55 @@ def test_english_figures_are_unchanged():
     assert (ax.get_title(), ax.get_xlabel()) == ("attention weights\n2 × 2", "key (attended to)")
 
 
+def _drawn_with_matplotlib():
+    """A figure whose words a notebook writes with matplotlib itself, as chapters 3, 5 and 9 do."""
+    with plt.rc_context(plot.STYLE):
+        fig, (a, b) = plt.subplots(1, 2, layout="constrained")
+    a.plot([1, 2], label="theory: 1")
+    a.legend()
+    a.set(title="Where the parameters are", xlabel="position", ylabel="$d_k$")
+    a.set_xticks([0, 1], ["cat", "position"])                          # tick labels are data
+    b.plot([1, 2], label="subtract the max first")
+    b.plot([2, 1], label="dimension 2: $\\sin(\\mathrm{pos}\\,\\theta_1)$")
+    b.text(0, 1, "uniform")
+    b.annotate("one-hot", (0, 2))
+    fig.suptitle("not in the catalog")
+    return fig
+
+
+def test_a_figure_drawn_with_matplotlib_in_chinese(zh):
+    fig = _drawn_with_matplotlib()
+    a, b = fig.axes
+    assert plot.localize(fig) is fig
+    b.legend()                                                         # made after localize: Chinese too
+    assert (a.get_title(), a.get_xlabel(), a.get_ylabel()) == ("参数都在哪里", "位置", "$d_k$")
+    assert [t.get_text() for t in a.get_legend().get_texts()] == ["理论值：1"]
+    assert [t.get_text() for t in b.get_legend().get_texts()] == \
+           ["先减去最大值", "维度 2：$\\sin(\\mathrm{pos}\\,\\theta_1)$"]      # numbers in and out of math kept
+    assert [t.get_text() for t in b.texts] == ["均匀", "独热"]
+    assert [t.get_text() for t in a.get_xticklabels()] == ["cat", "position"]
+    assert [t.get_text() for t in fig.texts] == ["not in the catalog"]
+    installed = {f.name for f in matplotlib.font_manager.fontManager.ttflist}
+    if installed & set(plot.CHINESE_FONTS):
+        assert a.title.get_fontfamily()[0] in plot.CHINESE_FONTS and b.texts[0].get_fontfamily()[0] in plot.CHINESE_FONTS
+        assert a.yaxis.label.get_fontfamily() == ["sans-serif"]          # math: matplotlib's own fonts
+
+
+def test_localize_leaves_an_english_figure_as_it_was():
+    import io
+
+    def png(fig):
+        out = io.BytesIO()
+        fig.savefig(out, format="png", metadata={"Software": None})
+        return out.getvalue()
+
+    fig = _drawn_with_matplotlib()
+    png(fig)                                                 # the first drawing settles the layout
+    before = png(fig)
+    assert plot.localize(fig) is fig and png(fig) == before
+    assert fig.axes[0].get_title() == "Where the parameters are"
+
+
 def test_chinese_figures_use_a_font_with_chinese_characters(zh):
     """Drawn without a missing glyph; math and numbers keep matplotlib's own fonts."""
     from matplotlib import font_manager
@@ -261,16 +353,24 @@ def test_without_a_chinese_font_a_warning_says_what_to_install(zh, monkeypatch):
 
 def test_the_catalog_is_read_as_polib_reads_it():
     po = polib.pofile(str(CATALOG))
-    assert i18n.catalog("zh_CN") == {e.msgid: e.msgstr for e in po
-                                      if e.msgid and e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+    for context in (None, i18n.CASE):            # the messages, and the checkers' case labels
+        assert i18n.catalog("zh_CN", context) == {e.msgid: e.msgstr for e in po if e.msgctxt == context and e.msgid
+                                                  and e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+    assert {e.msgctxt for e in po} == {None, i18n.CASE}
     assert not [e.msgid for e in po if not e.msgstr or "fuzzy" in e.flags], "untranslated or fuzzy messages"
 
 
+def _every_entry() -> list[tuple[str, str]]:
+    """(msgid, msgstr) of every entry of the catalog, case labels (msgctxt "case") included."""
+    return [*i18n.catalog("zh_CN").items(), *i18n.catalog("zh_CN", i18n.CASE).items()]
+
+
 def _looked_up() -> dict[str, str]:
-    """Every message the code looks up: tr("...") literals in attnlib/, the checkers' hints and
-    edge cases, the overview's boxes, the grader's results and plot's default titles."""
+    """Every message the code looks up: tr("...") literals in attnlib/ and coursetools/ (the grader
+    reports through attnlib's catalog), the checkers' hints and edge cases, the overview's boxes,
+    the grader's results and plot's default titles."""
     found = {}
-    for path in sorted((ROOT / "attnlib").rglob("*.py")):
+    for path in sorted((ROOT / "attnlib").rglob("*.py")) + sorted((ROOT / "coursetools").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tr"
                     and node.args and isinstance(node.args[0], ast.Constant)):
@@ -297,7 +397,7 @@ def test_every_message_the_code_looks_up_is_translated():
 
 def test_translations_keep_placeholders_and_lines():
     """A translation fills in the same {placeholders} and keeps the lines a message is built of."""
-    for msgid, msgstr in i18n.catalog("zh_CN").items():
+    for msgid, msgstr in _every_entry():
         fields = sorted(re.findall(r"\{\w*\}", msgid))
         assert sorted(re.findall(r"\{\w*\}", msgstr)) == fields, (msgid, msgstr)
         assert msgstr.count("\n") == msgid.count("\n") and msgstr.endswith("\n") == msgid.endswith("\n"), msgid
@@ -311,7 +411,7 @@ def test_the_catalog_passes_the_translation_lint():
     finally:
         sys.path.remove(str(ROOT / "book"))
     terms, never = terminology()
-    problems = {m: p for m, s in i18n.catalog("zh_CN").items() if (p := lint_message(m, s, terms, never))}
+    problems = {m: p for m, s in _every_entry() if (p := lint_message(m, s, terms, never))}
     assert not problems, problems
 
 
@@ -319,38 +419,49 @@ def test_the_catalog_passes_the_translation_lint():
 
 PLOT_FUNCTIONS = {"show_matrix", "show_matrices", "attention_heatmap", "heads_grid", "overview", "loss_curve", "scaling"}
 NOT_TEXT = {"ops", "fmt", "highlight", "ax", "annotate"}
-KEPT_WORDS = {"token", "softmax", "RoPE", "SDPA", "FLOPs", "GPT"}      # stay English (terminology.md)
+KEPT_WORDS = {"token", "softmax", "RoPE", "SDPA", "FLOPs", "GPT", "MLP", "LayerNorm", "Transformer", "PyTorch",
+              "dropout", "attnlib", "tile"}                            # stay English (terminology.md)
+# the words a cell writes on a figure with matplotlib itself: the argument of these methods that holds them
+# (ax.set_title("..."), ax.text(x, y, "..."), ...), and these keywords of any call (ax.plot(..., label="..."))
+MPL_TEXT = {"set_title": 0, "set_xlabel": 0, "set_ylabel": 0, "suptitle": 0, "supxlabel": 0, "supylabel": 0,
+            "set_label": 0, "text": 2, "annotate": 0}
+MPL_TEXT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
 
 
-def _strings(node, bound):
+def _strings(node, bound, names=True, seen=frozenset()):
     """The texts a node of a plot call's arguments stands for: strings, f-strings with {} for each
-    value, and names bound to such literals (by an assignment or a for loop) in the notebook."""
+    value, and names bound to such literals (by an assignment or a for loop) in the notebook, with
+    the iterables a loop takes them from (``for ax, (title, ...) in zip(axes, panels)``); not the
+    names inside those literals (``(title, weights, tokens)``: tokens are data)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         yield node.value
     elif isinstance(node, ast.JoinedStr):
         yield "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
-    elif isinstance(node, ast.Name):
+    elif isinstance(node, ast.Name) and names and node.id not in seen:
         for value in bound.get(node.id, []):
-            yield from _strings(value, {})
+            yield from _strings(value, bound, False, seen | {node.id})
     elif isinstance(node, (ast.List, ast.Tuple)):
         for e in node.elts:
-            yield from _strings(e, bound)
+            yield from _strings(e, bound, names, seen)
     elif isinstance(node, ast.Dict):
         for e in node.keys:
-            yield from _strings(e, bound)
+            yield from _strings(e, bound, names, seen)
     elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-        yield from _strings(node.elt, bound)
+        yield from _strings(node.elt, bound, names, seen)
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("zip", "enumerate", "list"):
-        for a in node.args:
-            yield from _strings(a, bound)
+        for a in node.args:                                              # the iterables of a loop
+            yield from _strings(a, bound, names or isinstance(a, ast.Name), seen)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys"):
+        yield from _strings(node.func.value, bound, True, seen)          # for name, color in colors.items()
 
 
-def notebook_labels(path: Path) -> set[str]:
-    """The titles and labels a chapter passes to attnlib.plot, read from its code (not run)."""
-    lines = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
-    tree = ast.parse("\n".join(re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in lines.splitlines()))
+def _cells(path: Path) -> tuple[list[ast.AST], dict[str, list]]:
+    """A chapter's code cells, parsed (not run), and the values bound to each name in any of them."""
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    trees = [ast.parse("\n".join(re.sub(r"^(\s*)[%!].*", r"\1pass", line) for line in source.splitlines()))
+             for source in cells]
     bound: dict[str, list] = {}
-    for node in ast.walk(tree):
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 pairs = ([(target, node.value)] if isinstance(target, ast.Name) else
@@ -363,21 +474,57 @@ def notebook_labels(path: Path) -> set[str]:
             for name in ast.walk(node.target):
                 if isinstance(name, ast.Name):
                     bound.setdefault(name.id, []).append(node.iter)
-    labels = set()
+    return trees, bound
+
+
+def _plot_call(node, names) -> bool:
+    """Whether ``node`` is a call of ``plot.<one of names>``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "plot")
+
+
+def _figure_words(tree, bound) -> set[str]:
+    """The words a cell writes on a figure with matplotlib itself (titles, axis labels, legend
+    entries, texts), not through attnlib.plot."""
+    words = set()
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PLOT_FUNCTIONS
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "plot"):
-            args = [k.value for k in node.keywords if k.arg not in NOT_TEXT]
-            if node.func.attr != "overview":
-                args += node.args
-            for arg in args:
-                labels.update(_strings(arg, bound))
+        if not isinstance(node, ast.Call) or _plot_call(node, PLOT_FUNCTIONS):
+            continue
+        args = [k.value for k in node.keywords if k.arg in MPL_TEXT_KEYWORDS]
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if method in MPL_TEXT and len(node.args) > MPL_TEXT[method]:
+            args.append(node.args[MPL_TEXT[method]])
+        for arg in args:
+            words.update(_strings(arg, bound))
+    return words
+
+
+def _localizes(tree) -> bool:
+    return any(_plot_call(node, {"localize"}) for node in ast.walk(tree))
+
+
+def notebook_labels(path: Path) -> set[str]:
+    """The titles and labels a chapter passes to attnlib.plot, and the words of the figures it draws with
+    matplotlib itself and hands to plot.localize, read from its code (not run)."""
+    trees, bound = _cells(path)
+    labels = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if _plot_call(node, PLOT_FUNCTIONS):
+                args = [k.value for k in node.keywords if k.arg not in NOT_TEXT]
+                if node.func.attr != "overview":
+                    args += node.args
+                for arg in args:
+                    labels.update(_strings(arg, bound))
+        if _localizes(tree):
+            labels |= _figure_words(tree, bound)
     return labels
 
 
 def _plain_english(label: str) -> bool:
     """Words a Chinese reader should not meet: what is left without math, code and kept words."""
-    text = re.sub(r"\$[^$]*\$|\w+\[[^\]]*\]|\w+\([^)]*\)|\w*_\w*|\b\w+=\S*|\{\}", " ", label)
+    text = re.sub(r"\$[^$]*\$|\w+\[[^\]]*\]|\w+\([^)]*\)|\w*_\w*|\b\w+=\S*|\{\}|\b(?:b?float|u?int)\d+\b",
+                  " ", label)                                           # ... and dtype names: float16
     return bool([w for w in re.findall(r"[A-Za-z]{2,}", text) if w not in KEPT_WORDS])
 
 
@@ -395,7 +542,14 @@ def test_the_label_scan_finds_the_notebooks_labels():
     assert {"new token 3", "query head {}", "key (0-{} cached, {}-{} new)", "top left: causal_mask(2, 5)"} <= labels
     assert "encoder self-attention" in notebook_labels(ROOT / "notebooks" / "08_cross_attention.ipynb")  # a loop
     assert "{}: head {}" in notebook_labels(ROOT / "notebooks" / "10_trained_attention.ipynb")  # the notebook's helper
-    assert [label for label in ("x", "$W_Q$", "t={}", "O @ E = E[ids]", "token 0", "{} {}") if _plain_english(label)] == []
+    assert "tokens" not in str(notebook_labels(ROOT / "notebooks" / "08_cross_attention.ipynb"))  # tokens are data
+    # the words of figures drawn with matplotlib and handed to plot.localize: ax.set_xlabel, label= of a line
+    # (an f-string, a dict's keys in a loop), ax.annotate's text from a list the loop takes it from
+    assert {"dimension", "dimension {}: $\\sin(\\mathrm{pos}\\,\\theta_{})$"} <= notebook_labels(ROOT / "notebooks" / "09_positions.ipynb")
+    assert {"LayerNorms", "Where the parameters are"} <= notebook_labels(ROOT / "notebooks" / "07_parameters.ipynb")
+    assert {"one-hot", "largest weight of a row"} <= notebook_labels(ROOT / "notebooks" / "03_scaling.ipynb")
+    assert [label for label in ("x", "$W_Q$", "t={}", "O @ E = E[ids]", "token 0", "{} {}", "float16", "MLP")
+            if _plain_english(label)] == []
     catalog = {"length {}": "长度 {}", "before: head {}": "训练前：头 {}"}
     assert _has_entry("length 5", catalog) and _has_entry("length {}", catalog) and _has_entry("{}: head {}", catalog)
     assert not _has_entry("width {}", catalog)
@@ -409,10 +563,21 @@ def test_every_plain_english_label_a_notebook_passes_to_plot_has_an_entry(path):
                          f"(numbers as {{}}): {missing}")
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_a_figure_whose_words_a_notebook_writes_itself_goes_through_plot_localize(path):
+    """Words written with matplotlib itself (ax.set_xlabel("position")) stay English on the Chinese
+    page unless the cell hands its figure to plot.localize (whose words the test above checks)."""
+    trees, bound = _cells(path)
+    english = [sorted(w for w in _figure_words(tree, bound) if _plain_english(w))
+               for tree in trees if not _localizes(tree)]
+    assert not [words for words in english if words], \
+        f"{path.name}: call plot.localize(fig) before plt.show() in the cells that write {[w for w in english if w]}"
+
+
 # ------------------------------------------------------------------ the Chinese notebooks set the switch
 
 def test_chinese_notebooks_and_student_versions_set_the_switch_first(tmp_path):
-    from attnlib.translate import LANGUAGE_TAG, translate_notebook_file
+    from coursetools.translate import LANGUAGE_TAG, translate_notebook_file
 
     src = ROOT / "notebooks" / "04_masking.ipynb"
     translate_notebook_file(src, tmp_path / "zh" / src.name)

@@ -21,8 +21,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A learner's first steps: import attnlib, use a chapter's checker on their own function,
-# and the homework tool's command line. Runs in the fresh environment, outside the repository.
+# A learner's first steps: import attnlib, use a chapter's checker on their own function
+# (then, with the "tools" extra, the instructor's grader's command line). Runs in the fresh environment, outside the repository.
 LEARNER = """
 import sys, torch, attnlib
 from attnlib import check
@@ -61,15 +61,16 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "attnlib", src / "attnlib", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("attnlib", "coursetools"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(dist), str(src)], check=True, cwd=tmp_path)
     (wheel,) = dist.glob("attnlib-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("attnlib/__init__.py", "attnlib/check/__init__.py", "attnlib/check/ch01.py",
-                   "attnlib/check/ch13.py", "attnlib/homework.py", "attnlib/i18n.py",
-                   "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po"):
+                   "attnlib/check/ch13.py", "attnlib/i18n.py", "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po",
+                   "coursetools/homework.py", "coursetools/translate.py"):
         assert module in names, f"{module} is missing from the wheel"
 
     # a fresh environment, no access to the course's packages; dependencies resolved by pip from
@@ -94,9 +95,16 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     assert zh.returncode == 0, zh.stderr
     assert "check.stable_softmax：全部" in zh.stdout and "个用例通过" in zh.stdout, zh.stdout
     assert "stable_softmax：值不对" in zh.stdout and "提示：求 exp 之前先减去每行的最大值" in zh.stdout, zh.stdout
-    cli = subprocess.run([str(python), "-m", "attnlib.homework", "--help"], cwd=tmp_path, env=env,
+    # attnlib alone installs none of the tools' dependencies; the "tools" extra adds them for the grader
+    tools = ("nbformat", "nbclient", "polib")
+    probe = f"import importlib.util as u; print([m for m in {tools!r} if u.find_spec(m)])"
+    bare = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert bare.returncode == 0 and bare.stdout.strip() == "[]", (bare.stdout, bare.stderr)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), f"{wheel}[tools]"],
+                   check=True, cwd=tmp_path, env=env)
+    cli = subprocess.run([str(python), "-m", "coursetools.homework", "--help"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
-    assert cli.returncode == 0 and "release" in cli.stdout, cli.stderr
+    assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
 
 
 def test_colab_cells_install_from_the_repository_url_in_config():

@@ -161,3 +161,20 @@ def test_notebook_carries_no_volatile_metadata(path):
         for a, b in zip(outputs, outputs[1:]):
             assert not (a["output_type"] == b["output_type"] == "stream" and a["name"] == b["name"]), \
                 f"cell {i}: one stream split in two outputs: run book/execute.py"
+
+
+# The figures stay in the notebooks (embedded PNG): a chapter opened on GitHub, in Colab or offline
+# shows them, and re-executing draws the same bytes, so a diff shows only a figure that changed.
+# These limits keep each notebook small enough to view on GitHub and to review; CONTRIBUTING.md
+# says what to do when one is reached.
+NOTEBOOK_LIMIT, FIGURE_LIMIT = 500_000, 150_000   # bytes of the .ipynb file, of one figure's base64
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_and_its_figures_stay_small(path):
+    size = path.stat().st_size
+    assert size <= NOTEBOOK_LIMIT, f"{path.name}: {size:,} bytes, more than {NOTEBOOK_LIMIT:,}"
+    for i, cell in enumerate(_load(path)["cells"]):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png", "")
+            assert len(png) <= FIGURE_LIMIT, f"{path.name} cell {i}: a figure of {len(png):,} bytes"

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book"))
 import editions  # noqa: E402  (book/editions.py: the build and the checks of a translation)
 
-from attnlib import homework  # noqa: E402
-from attnlib.translate import catalog_path, load_catalog, translate_markdown, translate_notebook  # noqa: E402
+from coursetools import homework  # noqa: E402
+from coursetools.translate import catalog_path, load_catalog, translate_markdown, translate_notebook  # noqa: E402
 
 CATALOGS = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -254,7 +254,7 @@ def test_chinese_notebook_from_the_catalog(path):
 
 
 def test_notebooks_zh_never_overwrites_a_learners_file(tmp_path):
-    from attnlib.translate import translate_notebook_file
+    from coursetools.translate import translate_notebook_file
     src = CHAPTERS[0]
     mine = tmp_path / src.name
     mine.write_text("my notes", encoding="utf-8")
@@ -274,7 +274,7 @@ def test_release_in_chinese(tmp_path):
     (zh,) = homework.release([src], tmp_path / "zh", lang="zh_CN")
     (en,) = homework.release([src], tmp_path / "en")
     zh_nb, en_nb = nbformat.read(zh, as_version=4), nbformat.read(en, as_version=4)
-    from attnlib.translate import LANGUAGE_TAG
+    from coursetools.translate import LANGUAGE_TAG
 
     first = next(c for c in zh_nb.cells if c.cell_type == "code")   # the Chinese edition's one extra cell
     assert LANGUAGE_TAG in first.metadata["tags"] and 'os.environ["ATTNLIB_LANG"] = "zh_CN"' in first.source

@@ -9,7 +9,7 @@ what was expected, what came back and a hint.
 
 A checker is a :class:`Check`: its cases, the reference, a hint. They are
 registered in ``CHECKS`` under the exercise's label (``ch01-one-hot``), with the
-name of the function it checks, so that ``python -m attnlib.homework grade``
+name of the function it checks, so that ``python -m coursetools.homework grade``
 can grade a notebook whatever its check cells say: it runs the student's
 function on the cases in the notebook's kernel and compares the results here.
 
@@ -24,8 +24,10 @@ Writing a checker for a new exercise::
         covers="the edge cases it tries, for the success line"))
 
 With ``ATTNLIB_LANG=zh_CN`` every message, hint and success line is in Chinese
-(``attnlib.i18n``): add the translations of a new checker's ``hint`` and ``covers`` to
-``attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po`` (``tests/test_i18n.py`` names the missing ones).
+(``attnlib.i18n``): add the translations of a new checker's ``hint`` and ``covers``, and of
+its case labels (under ``msgctxt "case"``, a label made from random values as a template,
+``"random, B={B}, T={T}"``), to ``attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po``
+(``tests/test_i18n.py`` names the missing ones).
 """
 import importlib
 import pkgutil

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..i18n import language, tr
+from ..i18n import language, tr, tr_case
 
 Cases = list[tuple[str, tuple]]
 
@@ -94,7 +94,7 @@ def compare(name: str, fn: Callable, cases: Cases, reference: Callable, hint: st
     """Run ``fn`` and ``reference`` on every case; raise a helpful AssertionError on the first
     difference. Return the number of cases. With ``check``, ``fn`` runs under
     ``forbidding(check)``: a call of the answer fails the check. The messages, and ``hint``,
-    are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``)."""
+    are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``), the case's label too (``tr_case``)."""
     if not callable(fn):
         raise AssertionError(tr("{name}: expected a function, received {got}. Pass the function itself, "
                                 "e.g. check.{name}({name}).").format(name=name, got=_show(fn)))
@@ -103,7 +103,7 @@ def compare(name: str, fn: Callable, cases: Cases, reference: Callable, hint: st
     for number, (label, args) in enumerate(cases, start=1):
         expected = reference(*args)
         where = tr("  case: {label} [{number} of {total}]\n  input: {input}\n").format(
-            label=label, number=number, total=len(cases), input=", ".join(_show(a) for a in args))
+            label=tr_case(label), number=number, total=len(cases), input=", ".join(_show(a) for a in args))
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         forbidden: list[str] = []
         try:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 from ._core import Cases, Check, _register
 
@@ -41,6 +40,10 @@ def _attend_with_cache(q_new: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     with its bottom-right causal bias ``causal_lower_right(T_new, T_k)`` (new query ``i`` is token
     ``T_k - T_new + i``) and ``enable_gqa=True`` (query head ``h`` uses key/value head
     ``h // (n_heads / n_kv_heads)``). Returns ``(B, n_heads, T_new, d_head)`` in ``q_new``'s dtype."""
+    # imported here, when a check runs: the module brings torch._dynamo, seconds that
+    # `from attnlib import check` need not pay
+    from torch.nn.attention.bias import causal_lower_right
+
     T_new, T_k = q_new.shape[-2], k_cache.shape[-2]
     return F.scaled_dot_product_attention(q_new, k_cache, v_cache, attn_mask=causal_lower_right(T_new, T_k),
                                           enable_gqa=True)

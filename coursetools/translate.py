@@ -16,7 +16,7 @@ tests require that there are none. A translated notebook written to a file start
 :func:`language_cell`, which sets ``ATTNLIB_LANG`` (``attnlib.i18n``): the checkers'
 feedback and the figures' words are then in the same language as the text.
 
-    python -m attnlib.translate notebooks/04_masking.ipynb out/04_masking.ipynb   # zh_CN
+    python -m coursetools.translate notebooks/04_masking.ipynb out/04_masking.ipynb   # zh_CN
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 
-from .i18n import tr
+from attnlib.i18n import tr
 
 __all__ = ["catalog_path", "language_cell", "load_catalog", "translate_markdown", "translate_notebook",
            "translate_notebook_file", "with_language_cell"]

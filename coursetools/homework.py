@@ -1,8 +1,8 @@
 """Homework: release student notebooks and grade submissions.
 
-    python -m attnlib.homework release notebooks/*.ipynb --out student/
-    python -m attnlib.homework release notebooks/*.ipynb --out student-zh/ --lang zh_CN
-    python -m attnlib.homework grade submissions/*.ipynb [--timeout 30] [--json report.json]
+    python -m coursetools.homework release notebooks/*.ipynb --out student/
+    python -m coursetools.homework release notebooks/*.ipynb --out student-zh/ --lang zh_CN
+    python -m coursetools.homework grade submissions/*.ipynb [--timeout 30] [--json report.json]
 
 **release** writes a student version of each chapter: the code between
 ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is replaced by
@@ -10,7 +10,7 @@
 of each gated solution (``solution-start`` ... ``solution-end``) is removed,
 and outputs and execution counts are cleared. Sources are only read; an
 existing output file is never overwritten. ``--lang zh_CN`` releases the Chinese
-edition: the markdown comes from the book's catalogs (``attnlib.translate``),
+edition: the markdown comes from the book's catalogs (``coursetools.translate``),
 the code is the same, so grading does not depend on the language, and a first code
 cell sets ``ATTNLIB_LANG=zh_CN`` so that the checkers answer in Chinese.
 
@@ -43,9 +43,9 @@ from pathlib import Path
 import nbformat
 import torch
 
-from .check import CHECKS, Check, compare
-from .check._core import GUARD_SOURCE, forbidden_spec
-from .i18n import tr
+from attnlib.check import CHECKS, Check, compare
+from attnlib.check._core import GUARD_SOURCE, forbidden_spec
+from attnlib.i18n import tr
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SOLUTION_START = re.compile(r"^\s*[`:]{3,}\s*\{solution-start\}\s*(\S+)", re.M)
@@ -295,8 +295,12 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def grade_one(path: Path, timeout: float = 30.0) -> list[Result]:
-    """Run one submission in a fresh kernel and grade each exercise of its chapter."""
+def grade_one(path: Path, timeout: float = 30.0, executed: list | None = None) -> list[Result]:
+    """Run one submission in a fresh kernel and grade each exercise of its chapter.
+
+    ``executed``, when given, receives the notebook as it ran, every cell with its outputs (after
+    an endless loop, the run in the last kernel): the cells that raised, for whoever needs them.
+    """
     from nbclient import NotebookClient
 
     nb = read_notebook(path)
@@ -317,6 +321,9 @@ def grade_one(path: Path, timeout: float = 30.0) -> list[Result]:
             with client.setup_kernel():
                 if not _run_cells(client, run, skip, timeout):
                     continue  # stuck: start again without the cell that got it stuck
+                if executed is not None:   # the submission's cells only, not the grader's probes
+                    executed[:] = [nbformat.from_dict(json.loads(json.dumps(run)))]
+                    del executed[0].cells[len(nb.cells):]
                 while remaining:
                     results.append(_grade_exercise(client, remaining.pop(0), Path(tmp), timeout))
                     if results[-1].result == "timeout" and not _responsive(client):
@@ -414,7 +421,7 @@ def _width(text: str) -> int:
 # ------------------------------------------------------------------ command line
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnlib.homework", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m coursetools.homework", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_rel = sub.add_parser("release", help="write student versions of chapter notebooks")
     p_rel.add_argument("sources", nargs="+", type=Path, metavar="SRC")

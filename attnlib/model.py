@@ -166,6 +166,17 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith(("attn.w_o.weight", "mlp.2.weight")):  # writes into the residual stream
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
+        # Memory layout for decoding (chapter 12). A cached step multiplies one row vector by every
+        # matrix, so its time is that of reading the weights from memory. nn.Linear stores W as
+        # (d_out, d_in); for a single row, the CPU's BLAS reads that more slowly (the output head's
+        # matrix about half as fast) than a matrix stored (d_in, d_out), the papers' W and GPT-2's
+        # own layout (benchmarks/README.md). So each matrix keeps its shape and values but is stored
+        # (d_in, d_out): weight is the transposed view of a contiguous (d_in, d_out) tensor.
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                module.weight = nn.Parameter(module.weight.detach().T.contiguous().T)
+        if config.tie_embeddings:
+            self.tok_emb.weight = self.lm_head.weight  # tied again: lm_head got a new Parameter
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -2,7 +2,7 @@
 
     python -m coursetools.homework release notebooks/*.ipynb --out student/
     python -m coursetools.homework release notebooks/*.ipynb --out student-zh/ --lang zh_CN
-    python -m coursetools.homework grade submissions/*.ipynb [--timeout 30] [--json report.json]
+    python -m coursetools.homework grade submissions/*.ipynb [--timeout 30] [--json report.json] [--jobs 2]
 
 **release** writes a student version of each chapter: the code between
 ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is replaced by
@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -433,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     p_gr.add_argument("--timeout", type=float, default=30.0, metavar="S",
                       help="seconds each cell may run (default 30)")
     p_gr.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    p_gr.add_argument("--jobs", type=int, default=1, metavar="N",
+                      help="grade N submissions at once, each in its own kernel (default 1)")
     args = parser.parse_args(argv)
 
     try:
@@ -440,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
             for dest in release(args.sources, args.out, args.lang):
                 print(tr("wrote {dest}").format(dest=dest))
             return 0
+        if args.jobs < 1:
+            raise HomeworkError(tr("--jobs: expected a number of submissions at once, 1 or more; got {jobs}")
+                                .format(jobs=args.jobs))
         for path in args.submissions:   # every file must be a chapter notebook before any runs
             exercises_of(read_notebook(path), path)
         if args.json and any(args.json.resolve() == p.resolve() for p in args.submissions):
@@ -449,12 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     reports = []
-    for path in args.submissions:
-        results = grade_one(path, timeout=args.timeout)
-        print(report(path, results))
-        reports.append({"submission": str(path), "exercises": [asdict(r) for r in results],
-                        "score": sum(r.points for r in results),
-                        "max_score": sum(r.max_points for r in results)})
+    with ThreadPoolExecutor(args.jobs) as pool:   # kernels are processes: threads only wait on them
+        graded = pool.map(lambda path: grade_one(path, timeout=args.timeout), args.submissions)
+        for path, results in zip(args.submissions, graded):   # reported in the order given
+            print(report(path, results), flush=True)
+            reports.append({"submission": str(path), "exercises": [asdict(r) for r in results],
+                            "score": sum(r.points for r in results),
+                            "max_score": sum(r.max_points for r in results)})
     if args.json:
         args.json.write_text(json.dumps({"submissions": reports}, indent=2, ensure_ascii=False) + "\n",
                              encoding="utf-8")

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -72,12 +73,13 @@ def graded_released(released):
 
     The one execution of the full set of chapters in this file: a student version must run to its
     first check in a fresh kernel, and score 0."""
-    graded = {}
-    for path in CHAPTERS:
+    def grade(path):
         executed: list = []
         results = homework.grade_one(released / path.name, timeout=120, executed=executed)
-        graded[path.name] = results, executed[0]
-    return graded
+        return path.name, (results, executed[0])
+
+    with ThreadPoolExecutor(2) as pool:   # two kernels at a time, as `grade --jobs 2` does
+        return dict(pool.map(grade, CHAPTERS))
 
 
 # ------------------------------------------------------------------ convention
@@ -206,10 +208,12 @@ def test_grading_the_sources_gives_full_marks(tmp_path, capsys):
     sources = [ROOT / "notebooks" / name for name in SOURCE_SAMPLE]
     report = tmp_path / "report.json"
     before = {p: _digest(p) for p in sources}
-    code, out, err = _main(capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report))
+    code, out, err = _main(capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report),
+                           "--jobs", "2")
     assert code == 0, err
     data = json.loads(report.read_text())
-    assert len(data["submissions"]) == len(sources)
+    assert [sub["submission"] for sub in data["submissions"]] == list(map(str, sources))   # in the order given
+    assert re.findall(r"^(\S+\.ipynb)$", out, re.M) == list(map(str, sources))
     for sub in data["submissions"]:
         assert sub["score"] == sub["max_score"] > 0, sub
         assert all(e["result"] == "pass" for e in sub["exercises"])
@@ -239,6 +243,7 @@ def _submission(tmp_path: Path, *sources: str, name: str = "01_embeddings.ipynb"
     nb.cells = [nbformat.v4.new_code_cell("import torch\nimport attnlib\nfrom attnlib import check")]
     nb.cells += [nbformat.v4.new_code_cell(s.strip()) for s in sources]
     path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
 
@@ -261,19 +266,7 @@ def test_correct_submission_without_check_cells(tmp_path):
 LOOP_TIMEOUT = 10
 
 
-@pytest.mark.slow
-def test_endless_loop_costs_that_exercise_only(tmp_path):
-    loop = "def one_hot_rows(ids, vocab_size):\n    while True:\n        pass"
-    # a loop at the top level is interrupted and the kernel goes on; the graded call of one_hot_rows too
-    results = _grade(_submission(tmp_path, loop, GOOD_MEAN, "while True:\n    pass"), timeout=LOOP_TIMEOUT)
-    assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
-    assert f"did not finish within {LOOP_TIMEOUT} s" in results["ch01-one-hot"].message
-    assert results["ch01-mean-embedding"].points == 1
-
-
-@pytest.mark.slow
-def test_loop_that_swallows_interrupts_costs_that_exercise_only(tmp_path):
-    stubborn = """
+STUBBORN = """
 def one_hot_rows(ids, vocab_size):
     while True:
         try:
@@ -282,7 +275,33 @@ def one_hot_rows(ids, vocab_size):
         except BaseException:
             pass
 """
-    results = _grade(_submission(tmp_path, stubborn, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN), timeout=LOOP_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def loops(tmp_path_factory):
+    """Two submissions with endless loops, graded at the same time (each costs seconds of waiting):
+    one_hot_rows loops and can be interrupted, then a cell loops at the top level; or one_hot_rows
+    swallows every interrupt, and its check cell gets the kernel stuck."""
+    tmp = tmp_path_factory.mktemp("loops")
+    loop = "def one_hot_rows(ids, vocab_size):\n    while True:\n        pass"
+    # a loop at the top level is interrupted and the kernel goes on; the graded call of one_hot_rows too
+    endless = _submission(tmp / "endless", loop, GOOD_MEAN, "while True:\n    pass")
+    stubborn = _submission(tmp / "stubborn", STUBBORN, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN)
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(("endless", "stubborn"), pool.map(lambda p: _grade(p, timeout=LOOP_TIMEOUT), (endless, stubborn))))
+
+
+@pytest.mark.slow
+def test_endless_loop_costs_that_exercise_only(loops):
+    results = loops["endless"]
+    assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
+    assert f"did not finish within {LOOP_TIMEOUT} s" in results["ch01-one-hot"].message
+    assert results["ch01-mean-embedding"].points == 1
+
+
+@pytest.mark.slow
+def test_loop_that_swallows_interrupts_costs_that_exercise_only(loops):
+    results = loops["stubborn"]
     assert results["ch01-one-hot"].result == "timeout" and results["ch01-one-hot"].points == 0
     assert results["ch01-mean-embedding"].points == 1
 
@@ -392,6 +411,13 @@ def test_missing_file_and_unknown_chapter_exit_2(tmp_path, capsys):
     path = _submission(tmp_path, GOOD_ONE_HOT, name="notes.ipynb")
     code, _, err = _main(capsys, "grade", str(path))
     assert code == 2 and "no graded exercises found" in err
+
+
+@pytest.mark.slow
+def test_jobs_must_be_at_least_one(tmp_path, capsys):
+    path = _submission(tmp_path, GOOD_ONE_HOT)
+    code, out, err = _main(capsys, "grade", str(path), "--jobs", "0")
+    assert code == 2 and out == "" and "--jobs: expected a number of submissions at once, 1 or more; got 0" in err
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help book catalogs notebooks notebooks-zh check test lab benchmark clean
+.PHONY: help book catalogs notebooks notebooks-zh check lint format test lab benchmark clean
 
 help:
 	@echo "make book       build the book, English into _build/html and Chinese into _build/html/zh"
@@ -13,6 +13,7 @@ help:
 	@echo "make notebooks  re-execute every chapter notebook in place, in a fresh kernel, top to bottom"
 	@echo "make notebooks-zh  Chinese notebooks in notebooks/zh/, from the catalogs (for make lab)"
 	@echo "make check      the quick tests while editing: unit tests, doctests, repository checks (under a minute)"
+	@echo "make lint       ruff: lint the code and the notebooks, check the code's format (make format fixes it)"
 	@echo "make test       the whole test suite, as CI runs it (adds nbval strict, the homework tools, the book, the browser)"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make benchmark  run every benchmark in benchmarks/ (timings and memory, not tests)"
@@ -37,6 +38,16 @@ notebooks-zh: $(STAMP)
 
 check: $(STAMP)
 	$(BIN)/python -m pytest tests attnlib -m "not slow"
+
+LINTED := attnlib coursetools tests benchmarks book conftest.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED) notebooks
+	$(BIN)/ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix $(LINTED) notebooks
+	$(BIN)/ruff format $(LINTED)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -1,4 +1,5 @@
 """pytest configuration shared by tests/ and the nbval run over notebooks/."""
+
 import os
 
 # Headless machines often set MPLBACKEND=Agg, and ipykernel then keeps Agg: plt.show()

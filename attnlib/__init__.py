@@ -111,23 +111,29 @@ The functions are re-exported here, so ``attnlib.softmax`` and
 ``attnlib.attention`` are the functions; import the modules by their full name
 (``from attnlib.softmax import softmax``) when you want to read them.
 """
-from ._validate import AttnlibError
-from .embedding import embed, one_hot
-from .scores import qk_scores
-from .masks import causal_mask, float_mask, padding_mask
-from .softmax import softmax
-from .attention import attention, attention_weights
-from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .multihead import KVCache, repeat_kv
-from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
-from .params import (attention_params, count_params, gpt_params, layernorm_params, mlp_params,
-                     param_breakdown)
-from .params import kv_cache_bytes
-from .positions import apply_rope, sinusoidal_positions
-from .train import next_token_loss, reverse_batch, train
-from .tiled import online_softmax, tile_plan, tiled_attention
-from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
+
 from . import examples
+from ._validate import AttnlibError
+from .attention import attention, attention_weights
+from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
+from .embedding import embed, one_hot
+from .masks import causal_mask, float_mask, padding_mask
+from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
+from .multihead import KVCache, MultiHeadAttention, merge_heads, repeat_kv, split_heads
+from .params import (
+    attention_params,
+    count_params,
+    gpt_params,
+    kv_cache_bytes,
+    layernorm_params,
+    mlp_params,
+    param_breakdown,
+)
+from .positions import apply_rope, sinusoidal_positions
+from .scores import qk_scores
+from .softmax import softmax
+from .tiled import online_softmax, tile_plan, tiled_attention
+from .train import next_token_loss, reverse_batch, train
 
 
 def __getattr__(name: str):
@@ -141,20 +147,51 @@ def __getattr__(name: str):
         return module
     raise AttributeError(f"module 'attnlib' has no attribute {name!r}")
 
+
 __all__ = [
     "AttnlibError",
-    "one_hot", "embed",
+    "one_hot",
+    "embed",
     "qk_scores",
-    "causal_mask", "padding_mask", "float_mask",
-    "softmax", "attention", "attention_weights",
-    "split_heads", "merge_heads", "MultiHeadAttention",
-    "GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
-    "TransformerBlock", "GPT",
-    "attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params", "count_params",
-    "KVCache", "repeat_kv", "kv_cache_bytes",
-    "sinusoidal_positions", "apply_rope",
-    "reverse_batch", "next_token_loss", "train",
-    "tiled_attention", "online_softmax", "tile_plan",
-    "attention_flops", "attention_memory", "loglog_slope", "peak_memory",
-    "check", "examples", "plot",
+    "causal_mask",
+    "padding_mask",
+    "float_mask",
+    "softmax",
+    "attention",
+    "attention_weights",
+    "split_heads",
+    "merge_heads",
+    "MultiHeadAttention",
+    "GPTConfig",
+    "GPT2_SMALL",
+    "GPT2_MEDIUM",
+    "GPT2_LARGE",
+    "GPT2_XL",
+    "GPT3_175B",
+    "TransformerBlock",
+    "GPT",
+    "attention_params",
+    "mlp_params",
+    "layernorm_params",
+    "param_breakdown",
+    "gpt_params",
+    "count_params",
+    "KVCache",
+    "repeat_kv",
+    "kv_cache_bytes",
+    "sinusoidal_positions",
+    "apply_rope",
+    "reverse_batch",
+    "next_token_loss",
+    "train",
+    "tiled_attention",
+    "online_softmax",
+    "tile_plan",
+    "attention_flops",
+    "attention_memory",
+    "loglog_slope",
+    "peak_memory",
+    "check",
+    "examples",
+    "plot",
 ]

@@ -11,6 +11,7 @@ these calls, then its math.
 7. layers, KV caches and models;
 8. positions, training, cost and the worked examples.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,12 +20,25 @@ import math
 import torch
 from torch import nn
 
-from ._validate import (describe, ensure_bool, ensure_callable, ensure_dim, ensure_float, ensure_heads,
-                        ensure_in_range, ensure_instance, ensure_int, ensure_int_tensor, ensure_kv_heads,
-                        ensure_number, ensure_tensor, fail)
-
+from ._validate import (
+    describe,
+    ensure_bool,
+    ensure_callable,
+    ensure_dim,
+    ensure_float,
+    ensure_heads,
+    ensure_in_range,
+    ensure_instance,
+    ensure_int,
+    ensure_int_tensor,
+    ensure_kv_heads,
+    ensure_number,
+    ensure_tensor,
+    fail,
+)
 
 # 5. Queries, keys, values, the scale and the mask ------------------------------------------------
+
 
 def check_scale(scale) -> None:
     """Check the factor on the dot products: None or a finite number."""
@@ -39,8 +53,7 @@ def batch_shape(*named: tuple[str, torch.Tensor]) -> torch.Size:
         try:
             shape = torch.broadcast_shapes(shape, x.shape[:-2])
         except RuntimeError:
-            raise fail(name, f"batch dimensions that broadcast with {tuple(shape)}",
-                       describe(x)) from None
+            raise fail(name, f"batch dimensions that broadcast with {tuple(shape)}", describe(x)) from None
     return shape
 
 
@@ -54,11 +67,9 @@ def check_qk(q, k) -> None:
     if k.dim() != q.dim():
         raise fail("k", f"a {q.dim()}-D tensor like q {tuple(q.shape)} (same rank)", describe(k))
     if k.shape[-1] != q.shape[-1]:
-        raise fail("k", f"last dimension d_k = {q.shape[-1]} (q's d_k)",
-                   f"d_k = {k.shape[-1]} in {describe(k)}")
+        raise fail("k", f"last dimension d_k = {q.shape[-1]} (q's d_k)", f"d_k = {k.shape[-1]} in {describe(k)}")
     if k.dtype != q.dtype or k.device != q.device:
-        raise fail("k", f"dtype {q.dtype} on {q.device} (same as q)",
-                   f"{describe(k)} on {k.device}")
+        raise fail("k", f"dtype {q.dtype} on {q.device} (same as q)", f"{describe(k)} on {k.device}")
     batch_shape(("q", q), ("k", k))
 
 
@@ -87,23 +98,29 @@ def check_mask(attn_mask, is_causal, scores_shape: tuple, device: torch.device) 
     if attn_mask is None:
         return
     if is_causal:
-        raise fail("attn_mask", "None when is_causal=True (the causal mask is built for you)",
-                   describe(attn_mask))
+        raise fail("attn_mask", "None when is_causal=True (the causal mask is built for you)", describe(attn_mask))
     ensure_tensor("attn_mask", attn_mask)
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
-        raise fail("attn_mask", "a bool tensor (True = may attend) or a floating-point tensor "
-                   "(added to the scores)", describe(attn_mask))
+        raise fail(
+            "attn_mask",
+            "a bool tensor (True = may attend) or a floating-point tensor (added to the scores)",
+            describe(attn_mask),
+        )
     if attn_mask.device != device:
-        raise fail("attn_mask", f"a tensor on {device} (the device of q)",
-                   f"{describe(attn_mask)} on {attn_mask.device}")
+        raise fail(
+            "attn_mask", f"a tensor on {device} (the device of q)", f"{describe(attn_mask)} on {attn_mask.device}"
+        )
     scores_shape = torch.Size(scores_shape)
     try:
         fits = torch.broadcast_shapes(attn_mask.shape, scores_shape) == scores_shape
     except RuntimeError:
         fits = False
     if not fits:
-        raise fail("attn_mask", f"a shape that broadcasts to the scores' shape {tuple(scores_shape)}"
-                   " (..., T_q, T_k)", describe(attn_mask))
+        raise fail(
+            "attn_mask",
+            f"a shape that broadcasts to the scores' shape {tuple(scores_shape)} (..., T_q, T_k)",
+            describe(attn_mask),
+        )
 
 
 def check_lengths(lengths, T: int) -> None:
@@ -114,10 +131,12 @@ def check_lengths(lengths, T: int) -> None:
 
 # 6. Token ids ------------------------------------------------------------------------------------
 
+
 def ensure_ids_in_vocab(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """Check that every token id is in ``[0, vocab_size)``."""
-    return ensure_in_range("ids", ids, 0, vocab_size - 1,
-                           f"token ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})", "id ")
+    return ensure_in_range(
+        "ids", ids, 0, vocab_size - 1, f"token ids in [0, {vocab_size - 1}] (vocab_size={vocab_size})", "id "
+    )
 
 
 def check_ids(ids, vocab_size) -> torch.Tensor:
@@ -137,13 +156,17 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
     """
     cfg, device = model.config, model.tok_emb.weight.device
     ensure_tensor("ids", ids)
-    T_cached = 0 if kv_cache is None else check_gpt_caches(kv_cache, len(model.blocks),
-                                                           ids.shape[0] if ids.dim() else 0)
+    T_cached = (
+        0 if kv_cache is None else check_gpt_caches(kv_cache, len(model.blocks), ids.shape[0] if ids.dim() else 0)
+    )
     ensure_int_tensor("ids", ids, "a 2-D integer tensor of token ids (B, T)", dim=2)
     T = ids.shape[1]
     if not 1 <= T <= cfg.context_length - T_cached:
-        limit = "(context_length)" if not T_cached else \
-            f"(context_length={cfg.context_length} minus {T_cached} cached tokens)"
+        limit = (
+            "(context_length)"
+            if not T_cached
+            else f"(context_length={cfg.context_length} minus {T_cached} cached tokens)"
+        )
         raise fail("ids", f"T in [1, {cfg.context_length - T_cached}] tokens {limit}", describe(ids))
     if ids.device.type != "meta":  # a model on the meta device has no values to check
         ensure_ids_in_vocab(ids, cfg.vocab_size)
@@ -154,6 +177,7 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
 
 # 7. Layers, KV caches and models -----------------------------------------------------------------
 
+
 def check_activations(name: str, x, d_model: int, weight: torch.Tensor, batch: int | None = None):
     """A layer's input ``(B, T, d_model)``: floating point, in the dtype and on the device of
     ``weight`` (the layer's parameters), with ``B = batch`` when given."""
@@ -161,8 +185,9 @@ def check_activations(name: str, x, d_model: int, weight: torch.Tensor, batch: i
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise fail(name, f"a tensor of shape (B, T, d_model={d_model})", describe(x))
     if x.dtype != weight.dtype or x.device != weight.device:
-        raise fail(name, f"dtype {weight.dtype} on {weight.device} (the module's parameters)",
-                   f"{describe(x)} on {x.device}")
+        raise fail(
+            name, f"dtype {weight.dtype} on {weight.device} (the module's parameters)", f"{describe(x)} on {x.device}"
+        )
     if batch is not None and x.shape[0] != batch:
         raise fail(name, f"batch size B = {batch} (the batch size of x)", describe(x))
     return x
@@ -182,8 +207,12 @@ def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_c
     if kv_cache is not None:
         ensure_instance("kv_cache", kv_cache, _kv_cache_class(), "None or an attnlib KVCache")
         if context is not None:
-            raise fail("context", "None when a kv_cache is given (the cache holds the keys and "
-                       "values of x's own earlier tokens: self-attention)", describe(context))
+            raise fail(
+                "context",
+                "None when a kv_cache is given (the cache holds the keys and "
+                "values of x's own earlier tokens: self-attention)",
+                describe(context),
+            )
     if context is not None:
         check_activations("context", context, layer.d_model, layer.w_q.weight, batch=x.shape[0])
     ensure_bool("need_weights", need_weights)
@@ -202,35 +231,55 @@ def check_kv_new(k_new, v_new) -> None:
 def check_kv_append(cache, k_new: torch.Tensor) -> None:
     """New keys that fit a non-empty cache: its ``B``, ``n_kv_heads``, ``d_head``, dtype and device."""
     B, H, _, D = cache.k.shape
-    if (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D) or k_new.dtype != cache.k.dtype \
-            or k_new.device != cache.k.device:
-        raise fail("k_new", f"shape ({B}, {H}, T_new, {D}), dtype {cache.k.dtype} on {cache.k.device} "
-                   f"(what the cache holds: {len(cache)} tokens)", f"{describe(k_new)} on {k_new.device}")
+    if (
+        (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D)
+        or k_new.dtype != cache.k.dtype
+        or k_new.device != cache.k.device
+    ):
+        raise fail(
+            "k_new",
+            f"shape ({B}, {H}, T_new, {D}), dtype {cache.k.dtype} on {cache.k.device} "
+            f"(what the cache holds: {len(cache)} tokens)",
+            f"{describe(k_new)} on {k_new.device}",
+        )
 
 
 def check_kv_room(cache, T_new: int) -> None:
     """New tokens that fit in a cache of ``max_tokens``: ``T_cached + T_new <= max_tokens``."""
     if len(cache) + T_new > cache.max_tokens:
-        raise fail("k_new", f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
-                   f"max_tokens={cache.max_tokens} and holds {len(cache)})", f"T_new = {T_new}")
+        raise fail(
+            "k_new",
+            f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
+            f"max_tokens={cache.max_tokens} and holds {len(cache)})",
+            f"T_new = {T_new}",
+        )
 
 
 def check_gpt_caches(kv_cache, n: int, batch: int) -> int:
     """A list of ``n`` caches, one per block, holding the same number of tokens of ``batch``
     sequences; return that number."""
     KVCache = _kv_cache_class()
-    if not isinstance(kv_cache, (list, tuple)) or len(kv_cache) != n \
-            or not all(isinstance(c, KVCache) for c in kv_cache):
-        raise fail("kv_cache", f"a list of {n} KVCache, one per block ([KVCache() for _ in model.blocks])",
-                   describe(kv_cache) if not isinstance(kv_cache, (list, tuple)) else
-                   f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}")
+    if (
+        not isinstance(kv_cache, (list, tuple))
+        or len(kv_cache) != n
+        or not all(isinstance(c, KVCache) for c in kv_cache)
+    ):
+        raise fail(
+            "kv_cache",
+            f"a list of {n} KVCache, one per block ([KVCache() for _ in model.blocks])",
+            describe(kv_cache)
+            if not isinstance(kv_cache, (list, tuple))
+            else f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}",
+        )
     lengths = {len(c) for c in kv_cache}
     if len(lengths) != 1:
-        raise fail("kv_cache", "caches that hold the same number of tokens in every block",
-                   f"lengths {[len(c) for c in kv_cache]}")
+        raise fail(
+            "kv_cache",
+            "caches that hold the same number of tokens in every block",
+            f"lengths {[len(c) for c in kv_cache]}",
+        )
     if kv_cache[0].k is not None and kv_cache[0].k.shape[0] != batch:
-        raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)",
-                   f"B = {batch}")
+        raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)", f"B = {batch}")
     return lengths.pop()
 
 
@@ -240,11 +289,13 @@ def check_torch_mha(m) -> None:
     if not isinstance(m, nn.MultiheadAttention):
         raise fail("m", "a torch.nn.MultiheadAttention", type(m).__name__)
     if not m._qkv_same_embed_dim:
-        raise fail("m", "kdim == vdim == embed_dim",
-                   f"kdim={m.kdim}, vdim={m.vdim}, embed_dim={m.embed_dim}")
+        raise fail("m", "kdim == vdim == embed_dim", f"kdim={m.kdim}, vdim={m.vdim}, embed_dim={m.embed_dim}")
     if m.bias_k is not None or m.add_zero_attn:
-        raise fail("m", "add_bias_kv=False and add_zero_attn=False",
-                   f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}")
+        raise fail(
+            "m",
+            "add_bias_kv=False and add_zero_attn=False",
+            f"add_bias_kv={m.bias_k is not None}, add_zero_attn={m.add_zero_attn}",
+        )
 
 
 def check_gpt_config(c) -> None:
@@ -267,9 +318,11 @@ def check_generate(model, ids, max_new_tokens, use_cache) -> None:
     ensure_bool("use_cache", use_cache)
     T0, C = ids.shape[1], model.config.context_length
     if T0 + max_new_tokens > C:
-        raise fail("max_new_tokens", f"T0 + max_new_tokens <= context_length = {C} (the model has "
-                   f"{C} learned positions)", f"T0 = {T0} prompt tokens + max_new_tokens = "
-                   f"{max_new_tokens} = {T0 + max_new_tokens}")
+        raise fail(
+            "max_new_tokens",
+            f"T0 + max_new_tokens <= context_length = {C} (the model has {C} learned positions)",
+            f"T0 = {T0} prompt tokens + max_new_tokens = {max_new_tokens} = {T0 + max_new_tokens}",
+        )
 
 
 def renamed(old: str, new: str, old_value, new_value):
@@ -287,6 +340,7 @@ def renamed(old: str, new: str, old_value, new_value):
 
 # 8. Positions, training, cost and the worked examples --------------------------------------------
 
+
 def check_rope(x, positions, base) -> None:
     """The arguments of ``apply_rope``: ``x`` float ``(..., T, d_head)`` with ``d_head`` even and
     positive, ``base`` a positive number, ``positions`` None or ``T`` real positions ``(T,)``."""
@@ -295,15 +349,19 @@ def check_rope(x, positions, base) -> None:
         raise fail("x", "a floating-point tensor of shape (..., T, d_head)", describe(x))
     T, d_head = x.shape[-2], x.shape[-1]
     if d_head == 0 or d_head % 2:
-        raise fail("x", "a last dimension d_head that is even and positive (RoPE rotates pairs of dimensions)",
-                   describe(x))
+        raise fail(
+            "x", "a last dimension d_head that is even and positive (RoPE rotates pairs of dimensions)", describe(x)
+        )
     ensure_number("base", base, "a positive number", lambda b: b > 0)
     if positions is None:
         return
     ensure_instance("positions", positions, torch.Tensor, f"None or a 1-D tensor of T={T} positions")
     if positions.dim() != 1 or positions.shape[0] != T:
-        raise fail("positions", f"a 1-D tensor of shape ({T},), one position per row of x "
-                                f"(x has shape {tuple(x.shape)})", describe(positions))
+        raise fail(
+            "positions",
+            f"a 1-D tensor of shape ({T},), one position per row of x (x has shape {tuple(x.shape)})",
+            describe(positions),
+        )
     if positions.is_complex() or positions.dtype == torch.bool:
         raise fail("positions", "integer or float positions", describe(positions))
 
@@ -341,8 +399,7 @@ def check_loss_mask(mask, targets: torch.Tensor) -> None:
 def check_train(model, make_batch, steps, lr, weight_decay, progress) -> None:
     """The arguments of ``train``: a module, a batch function, a positive number of steps,
     ``lr > 0``, ``weight_decay >= 0`` and a flag."""
-    ensure_instance("model", model, nn.Module,
-                    "a torch.nn.Module mapping ids (B, T) to logits (B, T, vocab_size)")
+    ensure_instance("model", model, nn.Module, "a torch.nn.Module mapping ids (B, T) to logits (B, T, vocab_size)")
     ensure_callable("make_batch", make_batch, "a function returning (ids, targets, mask)")
     ensure_int("steps", steps)
     # written as "not below the bound", so nan passes here, as it always has (AdamW rejects it)
@@ -361,8 +418,9 @@ def ensure_trainable(model: nn.Module, params: list) -> list:
 def ensure_batch(batch) -> tuple:
     """Check what ``make_batch()`` returned: a tuple ``(ids, targets, mask)``."""
     if not isinstance(batch, tuple) or len(batch) != 3:
-        raise fail("make_batch", "a function returning a tuple (ids, targets, mask)",
-                   f"a function returning {describe(batch)}")
+        raise fail(
+            "make_batch", "a function returning a tuple (ids, targets, mask)", f"a function returning {describe(batch)}"
+        )
     return batch
 
 
@@ -374,11 +432,9 @@ def check_fit_points(xs, ys) -> tuple[list[float], list[float]]:
     except (TypeError, ValueError):
         raise fail("xs, ys", "two sequences of numbers", f"{describe(xs)}, {describe(ys)}") from None
     if len(x) != len(y) or len(x) < 2:
-        raise fail("xs, ys", "two sequences of the same length, at least 2",
-                   f"lengths {len(x)} and {len(y)}")
+        raise fail("xs, ys", "two sequences of the same length, at least 2", f"lengths {len(x)} and {len(y)}")
     if min(x) <= 0 or min(y) <= 0 or not all(map(math.isfinite, x + y)):
-        raise fail("xs, ys", "finite positive numbers (their logarithms are fitted)",
-                   f"xs {x}, ys {y}")
+        raise fail("xs, ys", "finite positive numbers (their logarithms are fitted)", f"xs {x}, ys {y}")
     return x, y
 
 

@@ -20,13 +20,13 @@ from these.
 ``ensure_<kind>(name, x, ...)`` checks one argument and returns it;
 ``check_<what>(...)`` checks several arguments that depend on one another.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import torch
 
-
 # 1. Errors ---------------------------------------------------------------------------------------
+
 
 class AttnlibError(ValueError):
     """Bad input to an attnlib function: the message says expected vs received."""
@@ -45,6 +45,7 @@ def describe(x) -> str:
 
 
 # 2. Python values --------------------------------------------------------------------------------
+
 
 def ensure_bool(name: str, x) -> bool:
     """Check that a flag is ``True`` or ``False`` (not 0, 1 or None)."""
@@ -102,6 +103,7 @@ def ensure_callable(name: str, fn, expected: str):
 
 # 3. Tensors --------------------------------------------------------------------------------------
 
+
 def ensure_tensor(name: str, x, min_dim: int = 0) -> torch.Tensor:
     """Check that ``x`` is a tensor with at least ``min_dim`` dimensions."""
     if not isinstance(x, torch.Tensor):
@@ -151,8 +153,7 @@ def ensure_bool_tensor(name: str, x, expected: str) -> torch.Tensor:
     return x
 
 
-def ensure_in_range(name: str, x: torch.Tensor, low: int, high: int, expected: str,
-                    what: str = "") -> torch.Tensor:
+def ensure_in_range(name: str, x: torch.Tensor, low: int, high: int, expected: str, what: str = "") -> torch.Tensor:
     """Check that every entry of the integer tensor ``x`` is in ``[low, high]``.
 
     The message receives the first entry outside, after ``what`` (e.g. ``"id "``).
@@ -180,6 +181,7 @@ def ensure_float_dtype(name: str, dtype, expected: str, complex_ok: bool = False
 
 # 4. Sizes ----------------------------------------------------------------------------------------
 
+
 def ensure_divisible(name: str, n: int, of_name: str, of: int, why: str) -> int:
     """Check that ``n`` is a multiple of ``of``: 'expected a multiple of <of_name>=<of> (<why>)'."""
     if n % of:
@@ -200,16 +202,18 @@ def ensure_kv_heads(n_heads: int, n_kv_heads) -> int:
         return n_heads
     ensure_int("n_kv_heads", n_kv_heads)
     if n_heads % n_kv_heads:
-        raise fail("n_kv_heads", f"a divisor of n_heads={n_heads} (each key/value head serves "
-                   "n_heads / n_kv_heads query heads)", f"n_kv_heads={n_kv_heads}")
+        raise fail(
+            "n_kv_heads",
+            f"a divisor of n_heads={n_heads} (each key/value head serves n_heads / n_kv_heads query heads)",
+            f"n_kv_heads={n_kv_heads}",
+        )
     return n_kv_heads
 
 
 def check_head_counts(d_model: int, n_heads, n_kv_heads) -> None:
     """Optional head counts: ``n_heads`` divides ``d_model``, ``n_kv_heads`` needs ``n_heads`` and divides it."""
     if n_kv_heads is not None and n_heads is None:
-        raise fail("n_heads", "the number of query heads when n_kv_heads is given (d_head = d_model / n_heads)",
-                   "None")
+        raise fail("n_heads", "the number of query heads when n_kv_heads is given (d_head = d_model / n_heads)", "None")
     if n_heads is not None:
         ensure_heads(d_model, n_heads)
     if n_kv_heads is not None:

@@ -14,11 +14,12 @@ was verified for torch 2.13.0 on the CPU, math and default backends, by
 tests/test_attention.py; older releases returned ``nan``, and the CUDA kernels
 are tested only where a GPU is present.)
 """
+
 from __future__ import annotations
 
 import torch
 
-from ._checks import batch_shape, check_qk, check_qkv, check_mask
+from ._checks import batch_shape, check_mask, check_qk, check_qkv
 from .masks import causal_mask
 from .scores import qk_scores
 from .softmax import softmax
@@ -26,8 +27,13 @@ from .softmax import softmax
 __all__ = ["attention", "attention_weights"]
 
 
-def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                      is_causal: bool = False, scale: float | None = None) -> torch.Tensor:
+def attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
     """The attention weights: softmax over the keys of the masked, scaled scores.
 
     ``weights = softmax(q k^T * scale + M)`` where ``M`` is 0 where a key may be
@@ -64,9 +70,14 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor 
     return softmax(scores, dim=-1)  # (..., T_q, T_k), softmax over the keys
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-              scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention, written out: returns the output and the weights.
 
     ``weights = softmax(q k^T * scale + M)``, ``out = weights v``, with ``M`` 0

@@ -22,24 +22,24 @@ two are equal at ``T = 2 d``. The number of heads changes neither. In memory, th
 weights tensor holds ``B n_heads T_q T_k`` numbers, while ``Q``, ``K``, ``V`` and the
 output hold ``B T d`` each: the weights are the larger as soon as ``T > d_head``.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from ._checks import check_fit_points, ensure_cpu_or_cuda
-from ._validate import fail, ensure_callable, ensure_float_dtype, check_layer_sizes
+from ._validate import check_layer_sizes, ensure_callable, ensure_float_dtype, fail
 
 __all__ = ["attention_flops", "attention_memory", "loglog_slope", "peak_memory"]
 
 
-def attention_flops(T_q: int, d_model: int, n_heads: int, B: int = 1,
-                    T_k: int | None = None) -> dict[str, int]:
+def attention_flops(T_q: int, d_model: int, n_heads: int, B: int = 1, T_k: int | None = None) -> dict[str, int]:
     """FLOPs of one multi-head attention layer, term by term (a multiply-add = 2 FLOPs).
 
     Only the matrix products count (``torch.utils.flop_counter`` counts the same way);
@@ -76,19 +76,20 @@ def attention_flops(T_q: int, d_model: int, n_heads: int, B: int = 1,
     """
     B, T_q, T_k, d, _ = check_layer_sizes(T_q, d_model, n_heads, B, T_k)  # T_k None -> T_q
     flops = {
-        "q_proj": 2 * B * T_q * d * d,        # (B, T_q, d) @ (d, d)
-        "k_proj": 2 * B * T_k * d * d,        # (B, T_k, d) @ (d, d)
+        "q_proj": 2 * B * T_q * d * d,  # (B, T_q, d) @ (d, d)
+        "k_proj": 2 * B * T_k * d * d,  # (B, T_k, d) @ (d, d)
         "v_proj": 2 * B * T_k * d * d,
-        "scores": 2 * B * T_q * T_k * d,      # (B, h, T_q, d_head) @ (B, h, d_head, T_k), h d_head = d
+        "scores": 2 * B * T_q * T_k * d,  # (B, h, T_q, d_head) @ (B, h, d_head, T_k), h d_head = d
         "weighted_sum": 2 * B * T_q * T_k * d,  # (B, h, T_q, T_k) @ (B, h, T_k, d_head)
-        "out_proj": 2 * B * T_q * d * d,      # (B, T_q, d) @ (d, d)
+        "out_proj": 2 * B * T_q * d * d,  # (B, T_q, d) @ (d, d)
     }
     flops["total"] = sum(flops.values())
     return flops
 
 
-def attention_memory(T_q: int, d_model: int, n_heads: int, B: int = 1, T_k: int | None = None,
-                     dtype: torch.dtype = torch.float32) -> dict[str, int]:
+def attention_memory(
+    T_q: int, d_model: int, n_heads: int, B: int = 1, T_k: int | None = None, dtype: torch.dtype = torch.float32
+) -> dict[str, int]:
     """Bytes of each tensor the explicit path of one attention layer creates.
 
     ``numel * bytes per number`` of: ``q`` ``(B, n_heads, T_q, d_head)``, ``k`` and ``v``
@@ -120,15 +121,15 @@ def attention_memory(T_q: int, d_model: int, n_heads: int, B: int = 1, T_k: int 
     """
     B, T_q, T_k, d, h = check_layer_sizes(T_q, d_model, n_heads, B, T_k)  # T_k None -> T_q
     ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype, e.g. torch.float32")
-    size = torch.finfo(dtype).bits // 8                  # bytes per number
+    size = torch.finfo(dtype).bits // 8  # bytes per number
     return {
-        "q": B * T_q * d * size,                         # (B, n_heads, T_q, d_head)
-        "k": B * T_k * d * size,                         # (B, n_heads, T_k, d_head)
+        "q": B * T_q * d * size,  # (B, n_heads, T_q, d_head)
+        "k": B * T_k * d * size,  # (B, n_heads, T_k, d_head)
         "v": B * T_k * d * size,
-        "scores": B * h * T_q * T_k * size,              # (B, n_heads, T_q, T_k)
+        "scores": B * h * T_q * T_k * size,  # (B, n_heads, T_q, T_k)
         "weights": B * h * T_q * T_k * size,
-        "heads": B * T_q * d * size,                     # (B, n_heads, T_q, d_head)
-        "out": B * T_q * d * size,                       # (B, T_q, d_model)
+        "heads": B * T_q * d * size,  # (B, n_heads, T_q, d_head)
+        "out": B * T_q * d * size,  # (B, T_q, d_model)
     }
 
 
@@ -163,7 +164,7 @@ def _quiet_stderr():
     sys.stderr.flush()
     try:
         saved = os.dup(2)
-    except OSError:                                          # no file descriptor 2: nothing to hide
+    except OSError:  # no file descriptor 2: nothing to hide
         yield
         return
     try:
@@ -215,17 +216,20 @@ def peak_memory(fn, device=None) -> tuple:
     from torch.profiler import ProfilerActivity, profile
 
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():                                    # the profiler logs "profiler_start" there
+    with _quiet_stderr():  # the profiler logs "profiler_start" there
         prof.start()
     try:
         result = fn()
     finally:
         with _quiet_stderr():
             prof.stop()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
     total = peak = 0
-    for _, nbytes in events:                                 # allocations > 0, frees < 0, in time order
+    for _, nbytes in events:  # allocations > 0, frees < 0, in time order
         total += nbytes
         peak = max(peak, total)
     return result, peak

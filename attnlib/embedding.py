@@ -8,12 +8,13 @@ the one-hot row of the id times the table is that same row:
 Frameworks (``nn.Embedding``) do the lookup; this module also gives the
 product form, so the chapter can show that both agree.
 """
+
 from __future__ import annotations
 
 import torch
 
 from ._checks import check_ids
-from ._validate import ensure_float, ensure_dim
+from ._validate import ensure_dim, ensure_float
 
 
 def one_hot(ids: torch.Tensor, vocab_size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -26,6 +26,7 @@ True
 >>> vocabulary()
 ['a', 'cat', 'is', 'running', 'to', 'you', 'the', 'dog', 'sleeping']
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,19 +35,21 @@ CORPUS = ["a cat is running to you", "the dog is sleeping"]
 SENTENCE = CORPUS[0]
 
 # Source [E], "Illustrated: Self-Attention", step 1 (inputs) and step 2 (weights).
-_X = [[1, 0, 1, 0],      # input 1
-      [0, 2, 0, 2],      # input 2
-      [1, 1, 1, 1]]      # input 3
+_X = [
+    [1, 0, 1, 0],  # input 1
+    [0, 2, 0, 2],  # input 2
+    [1, 1, 1, 1],
+]  # input 3
 _W_K = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
 _W_Q = [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
 _W_V = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
 
 # What the article prints: step 3 (keys, queries, values) and step 4 (raw scores, no scaling).
 ILLUSTRATED_PUBLISHED = {
-    "keys":    [[0, 1, 1], [4, 4, 0], [2, 3, 1]],
+    "keys": [[0, 1, 1], [4, 4, 0], [2, 3, 1]],
     "queries": [[1, 0, 2], [2, 2, 2], [2, 1, 3]],
-    "values":  [[1, 2, 3], [2, 8, 0], [2, 6, 3]],
-    "scores":  [[2, 4, 4], [4, 16, 12], [4, 12, 10]],
+    "values": [[1, 2, 3], [2, 8, 0], [2, 6, 3]],
+    "scores": [[2, 4, 4], [4, 16, 12], [4, 12, 10]],
 }
 # Step 5's softmax weights "rounded to one decimal" and the outputs of steps 6-7.
 ILLUSTRATED_ROUNDED_WEIGHTS = [[0.0, 0.5, 0.5], [0.0, 1.0, 0.0], [0.0, 0.9, 0.1]]
@@ -65,14 +68,16 @@ def illustrated(device=None, dtype: torch.dtype = torch.float32) -> dict[str, to
     ``W_Q``, ``W_V`` of shape ``(d_model, d_k) = (4, 3)`` (``d_v = d_k = 3``).
     Every entry is a small whole number, so every product is exact in floating point.
     """
+
     def t(rows):
         return torch.tensor(rows, dtype=dtype, device=device)
 
     return {"X": t(_X), "W_K": t(_W_K), "W_Q": t(_W_Q), "W_V": t(_W_V)}
 
 
-def sentence_embeddings(d_model: int = 4, seed: int = 0, sentence: str = SENTENCE,
-                        corpus: list[str] = CORPUS, device=None) -> dict:
+def sentence_embeddings(
+    d_model: int = 4, seed: int = 0, sentence: str = SENTENCE, corpus: list[str] = CORPUS, device=None
+) -> dict:
     """``sentence`` embedded with a seeded table, as chapter 1 builds it.
 
     ``table[i] ~ N(0, 1)`` per entry, rounded to 2 decimals (drawn on the CPU
@@ -84,10 +89,11 @@ def sentence_embeddings(d_model: int = 4, seed: int = 0, sentence: str = SENTENC
     ``(vocab_size, d_model)`` and ``X`` of shape ``(T, d_model)``.
     """
     from ._checks import check_sentence
+
     vocab = vocabulary(corpus)
     tokens = sentence.split()
     check_sentence(sentence, tokens, vocab, d_model)
     g = torch.Generator().manual_seed(seed)
     table = (torch.randn(len(vocab), d_model, generator=g).round(decimals=2) + 0.0).to(device)  # + 0.0: no -0.0
-    ids = torch.tensor([vocab.index(t) for t in tokens], device=device)    # (T,)
+    ids = torch.tensor([vocab.index(t) for t in tokens], device=device)  # (T,)
     return {"tokens": tokens, "vocab": vocab, "ids": ids, "table": table, "X": table[ids]}  # X: (T, d_model)

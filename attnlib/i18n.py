@@ -22,6 +22,7 @@ The label of a checker's case ("case: a batch (B, T) = (2, 3) [5 of 10]") is loo
 formats from random values, as a template whose ``{placeholders}`` stand for those values
 (``"random, B={B}, T={T}"`` translates ``"random, B=2, T=4"``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,7 +34,7 @@ from ._validate import fail
 
 LANGUAGES = ("en", "zh_CN")
 LOCALES = Path(__file__).resolve().parent / "locales"
-CASE = "case"          # the msgctxt of the checkers' case labels
+CASE = "case"  # the msgctxt of the checkers' case labels
 
 
 def language() -> str:
@@ -78,12 +79,12 @@ def tr_case(label: str, lang: str | None = None) -> str:
     return label
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _templates(lang: str) -> list[tuple[str, re.Pattern]]:
     """The case labels with ``{placeholders}`` as regular expressions, the most literal text first."""
     templates = []
     for msgid in catalog(lang, CASE):
-        parts = re.split(r"\{(\w+)\}", msgid)       # literal, name, literal, name, ..., literal
+        parts = re.split(r"\{(\w+)\}", msgid)  # literal, name, literal, name, ..., literal
         if len(parts) == 1:
             continue
         regex, names = "", set()
@@ -103,7 +104,7 @@ def catalog(lang: str, context: str | None = None) -> dict[str, str]:
     return _catalog(lang).get(context, {})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _catalog(lang: str) -> dict[str | None, dict[str, str]]:
     """``{msgctxt: {msgid: msgstr}}`` of the ``lang`` catalog (``None``: no msgctxt).
 
@@ -123,7 +124,7 @@ def _catalog(lang: str) -> dict[str | None, dict[str, str]]:
                 fields[key] = _unquote(line)
             elif line.startswith('"') and key:
                 fields[key] += _unquote(line)
-            elif not line.startswith("#"):            # plurals: not used by attnlib
+            elif not line.startswith("#"):  # plurals: not used by attnlib
                 key = None
         if fields.get("msgid") and fields.get("msgstr") and not fuzzy:
             entries.setdefault(fields.get("msgctxt"), {})[fields["msgid"]] = fields["msgstr"]

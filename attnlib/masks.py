@@ -15,12 +15,13 @@ Two masks cover most uses: the causal mask (a token sees itself and the
 tokens before it, never the future) and the padding mask (never attend to
 the padding after a sequence's last real token).
 """
+
 from __future__ import annotations
 
 import torch
 
 from ._checks import check_lengths
-from ._validate import ensure_int, ensure_choice, ensure_bool_tensor, ensure_float_dtype
+from ._validate import ensure_bool_tensor, ensure_choice, ensure_float_dtype, ensure_int
 
 __all__ = ["causal_mask", "padding_mask", "float_mask"]
 

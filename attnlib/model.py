@@ -17,6 +17,7 @@ a time, with a KV cache per layer (``use_cache=True``) or by running the whole s
 again at every step (``use_cache=False``): the same tokens. ``GPTConfig(n_kv_heads=...)``
 gives every layer grouped-query attention.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,12 +26,11 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from ._checks import check_gpt_ids, check_gpt_config, check_generate, renamed
+from ._checks import check_generate, check_gpt_config, check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
 from .multihead import KVCache, MultiHeadAttention
 
-__all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B",
-           "TransformerBlock", "GPT"]
+__all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B", "TransformerBlock", "GPT"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,11 @@ class GPTConfig:
     n_kv_heads: int | None = None
 
     def __repr__(self) -> str:
-        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                 if not (f.name == "n_kv_heads" and self.n_kv_heads is None)]  # as before chapter 12
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if not (f.name == "n_kv_heads" and self.n_kv_heads is None)
+        ]  # as before chapter 12
         return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
@@ -111,12 +114,13 @@ class TransformerBlock(nn.Module):
         self.ln2 = nn.LayerNorm(d, bias=bias)
         self.mlp = nn.Sequential(
             nn.Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
-            nn.GELU(approximate="tanh"),           # GPT-2 uses the tanh approximation of GELU
+            nn.GELU(approximate="tanh"),  # GPT-2 uses the tanh approximation of GELU
             nn.Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
         )
 
-    def forward(self, x: torch.Tensor, need_weights: bool = False, kv_cache: KVCache | None = None
-                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, need_weights: bool = False, kv_cache: KVCache | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``x``: ``(B, T, d_model)`` -> ``(B, T, d_model)``.
 
         With ``need_weights=True`` it returns ``(x, weights)``: also the attention weights
@@ -185,9 +189,14 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: torch.Tensor, need_weights: bool = False,
-                kv_cache: list[KVCache] | None = None, *, return_weights: bool | None = None
-                ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        need_weights: bool = False,
+        kv_cache: list[KVCache] | None = None,
+        *,
+        return_weights: bool | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``.
 
         With ``need_weights=True`` it returns ``(logits, weights)``, ``weights`` a list with
@@ -225,8 +234,9 @@ class GPT(nn.Module):
         logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
         return (logits, weights) if need_weights else logits
 
-    def _hidden(self, ids: torch.Tensor, need_weights: bool = False,
-                kv_cache: list[KVCache] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def _hidden(
+        self, ids: torch.Tensor, need_weights: bool = False, kv_cache: list[KVCache] | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
         ensure_bool("need_weights", need_weights)
         T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached cached tokens
@@ -287,7 +297,7 @@ class GPT(nn.Module):
                 if use_cache:
                     h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
                 else:
-                    h = self._hidden(out)[0]                  # (B, T, d_model): the whole sequence again
+                    h = self._hidden(out)[0]  # (B, T, d_model): the whole sequence again
                 logits = self.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
                 new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
                 out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)

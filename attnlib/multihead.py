@@ -24,6 +24,7 @@ Chapter 12 adds two things for generating text one token at a time:
   ``h // (n_heads / n_kv_heads)``. ``W_K`` and ``W_V`` shrink to
   ``(d_model, n_kv_heads d_head)``, and so does the cache.
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_kv_append, check_kv_new, check_kv_room, check_mha_inputs, check_torch_mha
-from ._validate import ensure_int, ensure_number, ensure_dim, ensure_divisible, ensure_heads, ensure_kv_heads
+from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads, ensure_number
 from .attention import attention_weights
 from .masks import causal_mask
 
@@ -182,18 +183,18 @@ class KVCache:
         if self.k is not None:
             check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
         T, T_new = len(self), k_new.shape[2]
-        if self.max_tokens is None:     # grow: copy what is cached and the new rows into new tensors
+        if self.max_tokens is None:  # grow: copy what is cached and the new rows into new tensors
             self.k = k_new if self.k is None else torch.cat([self.k, k_new], dim=2)  # (B, H, T + T_new, D)
             self.v = v_new if self.v is None else torch.cat([self.v, v_new], dim=2)
             return self.k, self.v
         check_kv_room(self, T_new)  # T + T_new <= max_tokens
-        if self._buffers is None:       # the first update allocates room for max_tokens tokens
+        if self._buffers is None:  # the first update allocates room for max_tokens tokens
             B, H, _, D = k_new.shape
             self._buffers = tuple(k_new.new_empty(B, H, self.max_tokens, D) for _ in range(2))
         k_buf, v_buf = self._buffers
-        k_buf[:, :, T:T + T_new] = k_new  # write the new rows in place: (B, H, T_new, D)
-        v_buf[:, :, T:T + T_new] = v_new
-        self.k, self.v = k_buf[:, :, :T + T_new], v_buf[:, :, :T + T_new]  # views: (B, H, T + T_new, D)
+        k_buf[:, :, T : T + T_new] = k_new  # write the new rows in place: (B, H, T_new, D)
+        v_buf[:, :, T : T + T_new] = v_new
+        self.k, self.v = k_buf[:, :, : T + T_new], v_buf[:, :, : T + T_new]  # views: (B, H, T + T_new, D)
         return self.k, self.v
 
 
@@ -235,8 +236,9 @@ class MultiHeadAttention(nn.Module):
         ((8, 8), (4, 8))
     """
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True,
-                 dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         ensure_int("d_model", d_model)
         ensure_heads(d_model, n_heads)  # n_heads divides d_model
@@ -247,15 +249,20 @@ class MultiHeadAttention(nn.Module):
         self.dropout = float(dropout)
         d_kv = n_kv_heads * self.d_head  # d_model for plain multi-head attention
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)   # (d_model) -> (n_kv_heads * d_head)
+        self.w_k = nn.Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
         self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.attn_dropout = nn.Dropout(self.dropout)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
-                attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = True, kv_cache: KVCache | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        kv_cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` to ``context`` (to ``x`` itself when ``context`` is None).
 
         Args:
@@ -288,9 +295,13 @@ class MultiHeadAttention(nn.Module):
         T_cached = 0 if kv_cache is None else len(kv_cache)
         T, T_k = x.shape[1], T_cached + context.shape[1]
 
-        q = split_heads(self.w_q(x), self.n_heads)           # (B, T, d_model) -> (B, n_heads, T, d_head)
-        k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
-        v = split_heads(self.w_v(context), self.n_kv_heads)  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, d_model) -> (B, n_heads, T, d_head)
+        k = split_heads(
+            self.w_k(context), self.n_kv_heads
+        )  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
+        v = split_heads(
+            self.w_v(context), self.n_kv_heads
+        )  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
         if is_causal and T_cached:
@@ -308,13 +319,18 @@ class MultiHeadAttention(nn.Module):
                 attn_mask = attn_mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
             weights = None
             y = F.scaled_dot_product_attention(  # (B, n_heads, T, d_head)
-                q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                is_causal=is_causal,
                 dropout_p=self.dropout if self.training else 0.0,
-                enable_gqa=self.n_kv_heads != self.n_heads)  # SDPA shares k, v heads as repeat_kv does
+                enable_gqa=self.n_kv_heads != self.n_heads,
+            )  # SDPA shares k, v heads as repeat_kv does
         return self.w_o(merge_heads(y)), weights  # (B, n_heads, T, d_head) -> (B, T, d_model)
 
     @classmethod
-    def from_torch(cls, m: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
         """A ``MultiHeadAttention`` with the weights of a ``torch.nn.MultiheadAttention``.
 
         ``m.in_proj_weight`` ``(3 d_model, d_model)`` stacks the weights of the q, k and v

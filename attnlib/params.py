@@ -15,21 +15,36 @@ Chapter 12: with grouped-query attention (``n_kv_heads`` key/value heads) ``W_K`
 ``W_V`` are only ``d x (n_kv_heads d_head)``; and :func:`kv_cache_bytes` gives the memory
 of the keys and values a model keeps while it generates.
 """
+
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from ._validate import (ensure_bool, ensure_int, ensure_instance, ensure_float_dtype, check_head_counts,
-                        check_cached_tokens)
+from ._validate import (
+    check_cached_tokens,
+    check_head_counts,
+    ensure_bool,
+    ensure_float_dtype,
+    ensure_instance,
+    ensure_int,
+)
 from .model import GPTConfig
 
-__all__ = ["attention_params", "mlp_params", "layernorm_params", "param_breakdown", "gpt_params",
-           "count_params", "kv_cache_bytes"]
+__all__ = [
+    "attention_params",
+    "mlp_params",
+    "layernorm_params",
+    "param_breakdown",
+    "gpt_params",
+    "count_params",
+    "kv_cache_bytes",
+]
 
 
-def attention_params(d_model: int, bias: bool = True, *, n_heads: int | None = None,
-                     n_kv_heads: int | None = None) -> int:
+def attention_params(
+    d_model: int, bias: bool = True, *, n_heads: int | None = None, n_kv_heads: int | None = None
+) -> int:
     """Parameters of one multi-head attention layer: ``4 d^2 + 4 d`` (``4 d^2`` without biases).
 
     Independent of the number of heads. With grouped-query attention, ``n_kv_heads``
@@ -150,8 +165,7 @@ def count_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1,
-                   dtype: torch.dtype = torch.float32) -> int:
+def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of the KV cache of ``GPT(config)`` holding ``T`` tokens of ``B`` sequences.
 
     ``2 n_layers B n_kv_heads T d_head x bytes per number``: every layer keeps a key and a

@@ -21,13 +21,14 @@ Chinese characters are set in a font that has them (``CHINESE_FONTS``). A figure
 a notebook writes with matplotlib itself (``ax.set_xlabel("position")``) gets the same with
 ``plot.localize(fig)`` before ``plt.show()``.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import re
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -51,8 +52,16 @@ SEQUENTIAL = "Blues"
 DIVERGING = "RdBu_r"
 # Fonts with Chinese characters, in order of preference: with ATTNLIB_LANG=zh_CN the first one
 # matplotlib knows sets every text that has Chinese in it (numbers and math keep matplotlib's fonts).
-CHINESE_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-                 "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC")
+CHINESE_FONTS = (
+    "Noto Sans CJK SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Heiti SC",
+)
 
 
 def _font(artist) -> None:
@@ -68,17 +77,21 @@ def _font(artist) -> None:
     installed = {f.name for f in font_manager.fontManager.ttflist}
     font = next((f for f in CHINESE_FONTS if f in installed), None)
     if font is None:
-        warnings.warn(tr("ATTNLIB_LANG=zh_CN: matplotlib finds no font with Chinese characters, so the "
-                         "Chinese text of the figures shows as empty boxes. Install one, e.g. "
-                         "`apt-get install fonts-noto-cjk` on Debian, Ubuntu or Colab (macOS and Windows "
-                         "have one already), then delete matplotlib's font cache ({cache}) and restart "
-                         "Python. The fonts looked for: {fonts}.").format(
-                             cache=matplotlib.get_cachedir(), fonts=", ".join(CHINESE_FONTS)), stacklevel=3)
+        warnings.warn(
+            tr(
+                "ATTNLIB_LANG=zh_CN: matplotlib finds no font with Chinese characters, so the "
+                "Chinese text of the figures shows as empty boxes. Install one, e.g. "
+                "`apt-get install fonts-noto-cjk` on Debian, Ubuntu or Colab (macOS and Windows "
+                "have one already), then delete matplotlib's font cache ({cache}) and restart "
+                "Python. The fonts looked for: {fonts}."
+            ).format(cache=matplotlib.get_cachedir(), fonts=", ".join(CHINESE_FONTS)),
+            stacklevel=3,
+        )
         return
     # some of these fonts come in one weight: matplotlib would log a line for every bold title
     logging.getLogger("matplotlib.font_manager").addFilter(_one_weight)
     for text in artist.findobj(Text):
-        if re.search("[\u3400-\u9fff\uff00-\uffef]", text.get_text()):   # the rest keeps matplotlib's fonts
+        if re.search("[\u3400-\u9fff\uff00-\uffef]", text.get_text()):  # the rest keeps matplotlib's fonts
             text.set_fontfamily([font, "sans-serif"])
 
 
@@ -99,7 +112,7 @@ def _label(text):
     if whole != text or "{}" in text:
         return whole
     numbers = re.findall(r"\d+(?:\.\d+)?", text)
-    pattern = re.sub(r"\d+(?:\.\d+)?", "{}", text)                  # "length 5" -> "length {}"
+    pattern = re.sub(r"\d+(?:\.\d+)?", "{}", text)  # "length 5" -> "length {}"
     translation = tr(pattern)
     parts = translation.split("{}")
     if not numbers or translation == pattern or len(parts) != len(numbers) + 1:
@@ -138,12 +151,17 @@ def localize(fig):
     """
     if language() == "en":
         return fig
-    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
-             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
+    ticks = {
+        id(label)
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+        for label in (tick.label1, tick.label2)
+    }
     for text in fig.findobj(Text):
         if id(text) not in ticks and text.get_text():
             text.set_text(_label(text.get_text()))
-    for ax in fig.axes:                   # what a legend made after this call will show
+    for ax in fig.axes:  # what a legend made after this call will show
         for artist in ax.get_children() + list(ax.containers):
             label = artist.get_label()
             if isinstance(label, str) and label and not label.startswith("_"):
@@ -163,8 +181,17 @@ def _as_2d(name: str, m) -> np.ndarray:
     return m
 
 
-def _draw(ax, m: np.ndarray, title: str, row_labels=None, col_labels=None,
-          annotate: bool | None = None, vmin=None, vmax=None, fmt: str = ".2f"):
+def _draw(
+    ax,
+    m: np.ndarray,
+    title: str,
+    row_labels=None,
+    col_labels=None,
+    annotate: bool | None = None,
+    vmin=None,
+    vmax=None,
+    fmt: str = ".2f",
+):
     """Draw matrix ``m`` on ``ax`` as a heatmap, with the shape in the title."""
     title, row_labels, col_labels = _label(title), _labels(row_labels), _labels(col_labels)
     signed = (m < 0).any()
@@ -192,15 +219,20 @@ def _draw(ax, m: np.ndarray, title: str, row_labels=None, col_labels=None,
             text = format(v, fmt)
             if text.startswith("-") and float(text) == 0:
                 text = text[1:]  # -0.001 shown as 0.00, not -0.00
-            ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                    color="white" if strong else "black")
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if strong else "black")
     for side in ax.spines.values():
         side.set_visible(False)
 
 
-def show_matrix(m, title: str = "", row_labels: Sequence[str] | None = None,
-                col_labels: Sequence[str] | None = None, annotate: bool | None = None,
-                fmt: str = ".2f", ax=None):
+def show_matrix(
+    m,
+    title: str = "",
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    annotate: bool | None = None,
+    fmt: str = ".2f",
+    ax=None,
+):
     """Show one matrix ``m`` of shape ``(rows, cols)`` (or ``(n,)``) as a heatmap.
 
     The title gets the shape, ``rows × cols``. Values are written in the cells
@@ -210,17 +242,22 @@ def show_matrix(m, title: str = "", row_labels: Sequence[str] | None = None,
     with plt.rc_context(STYLE):
         m = _as_2d("m", m)
         if ax is None:
-            fig, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 1.6, 0.45 * m.shape[0] + 1.2),
-                                   layout="constrained")
+            fig, ax = plt.subplots(figsize=(0.55 * m.shape[1] + 1.6, 0.45 * m.shape[0] + 1.2), layout="constrained")
         _draw(ax, m, title, row_labels, col_labels, annotate, fmt=fmt)
         _font(ax)
         return ax.figure
 
 
-def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
-                  row_labels: Sequence[str] | None = None, annotate: bool | None = None,
-                  fmt: str = ".2f", cell: float = 0.5, col_labels: Sequence[str] | None = None,
-                  xlabel: str = ""):
+def show_matrices(
+    mats: Sequence[tuple],
+    ops: Sequence[str] = (),
+    row_labels: Sequence[str] | None = None,
+    annotate: bool | None = None,
+    fmt: str = ".2f",
+    cell: float = 0.5,
+    col_labels: Sequence[str] | None = None,
+    xlabel: str = "",
+):
     """Show matrices side by side, with operator symbols between them.
 
     Args:
@@ -237,15 +274,18 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
     Returns the Figure.
     """
     if ops and len(ops) != len(mats) - 1:
-        raise fail("ops", f"{len(mats) - 1} symbols (one between each pair of matrices)",
-                   f"{len(ops)}: {list(ops)}")
+        raise fail("ops", f"{len(mats) - 1} symbols (one between each pair of matrices)", f"{len(ops)}: {list(ops)}")
     with plt.rc_context(STYLE):
-        arrays = [(m[0], _as_2d(f"mats[{i}]", m[1]), m[2] if len(m) > 2 else None)
-                  for i, m in enumerate(mats)]
+        arrays = [(m[0], _as_2d(f"mats[{i}]", m[1]), m[2] if len(m) > 2 else None) for i, m in enumerate(mats)]
         widths = [a.shape[1] for _, a, _ in arrays]
         rows = max(a.shape[0] for _, a, _ in arrays)
-        fig, axes = plt.subplots(1, len(arrays), width_ratios=widths, layout="constrained",
-                                 figsize=(cell * sum(widths) + 1.3 * len(arrays), cell * rows + 1.0))
+        fig, axes = plt.subplots(
+            1,
+            len(arrays),
+            width_ratios=widths,
+            layout="constrained",
+            figsize=(cell * sum(widths) + 1.3 * len(arrays), cell * rows + 1.0),
+        )
         axes = np.atleast_1d(axes)
         for ax, (title, a, labels) in zip(axes, arrays):
             if labels is None and row_labels is not None and len(row_labels) == a.shape[0]:
@@ -256,7 +296,7 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
         _font(fig)
         if ops:
             fig.get_layout_engine().set(wspace=0.06)  # room for the symbols between matrices
-            fig.draw_without_rendering()              # settle the layout before reading positions
+            fig.draw_without_rendering()  # settle the layout before reading positions
             to_fig = fig.transFigure.inverted()
             for k, op in enumerate(ops):
                 left = axes[k].get_tightbbox().transformed(to_fig).x1
@@ -266,9 +306,13 @@ def show_matrices(mats: Sequence[tuple], ops: Sequence[str] = (),
         return fig
 
 
-def attention_heatmap(weights, q_labels: Sequence[str] | None = None,
-                      k_labels: Sequence[str] | None = None, title: str = "attention weights",
-                      ax=None):
+def attention_heatmap(
+    weights,
+    q_labels: Sequence[str] | None = None,
+    k_labels: Sequence[str] | None = None,
+    title: str = "attention weights",
+    ax=None,
+):
     """Heatmap of attention ``weights`` of shape ``(T_q, T_k)``: row i is query token i.
 
     Rows sum to 1 (each query's weights over the keys). Labels name the tokens.
@@ -277,8 +321,7 @@ def attention_heatmap(weights, q_labels: Sequence[str] | None = None,
     with plt.rc_context(STYLE):
         w = _as_2d("weights", weights)
         if ax is None:
-            fig, ax = plt.subplots(figsize=(0.6 * w.shape[1] + 1.8, 0.55 * w.shape[0] + 1.2),
-                                   layout="constrained")
+            fig, ax = plt.subplots(figsize=(0.6 * w.shape[1] + 1.8, 0.55 * w.shape[0] + 1.2), layout="constrained")
         _draw(ax, w, title, q_labels, k_labels, vmin=0.0, vmax=1.0)
         ax.set_xlabel(tr("key (attended to)"))
         ax.set_ylabel(tr("query (attending)"))
@@ -286,8 +329,7 @@ def attention_heatmap(weights, q_labels: Sequence[str] | None = None,
         return ax.figure
 
 
-def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4,
-               title: str = "head"):
+def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4, title: str = "head"):
     """One attention heatmap per head; ``weights`` has shape ``(n_heads, T_q, T_k)``.
 
     Returns the Figure.
@@ -301,20 +343,31 @@ def heads_grid(weights, labels: Sequence[str] | None = None, ncols: int = 4,
     nrows = math.ceil(n / ncols)
     with plt.rc_context(STYLE):
         T_q, T_k = np.shape(weights)[1:]
-        fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * (0.4 * T_k + 1.2), nrows * (0.4 * T_q + 1.2)),
-                                 layout="constrained", squeeze=False)
+        fig, axes = plt.subplots(
+            nrows,
+            ncols,
+            figsize=(ncols * (0.4 * T_k + 1.2), nrows * (0.4 * T_q + 1.2)),
+            layout="constrained",
+            squeeze=False,
+        )
         for h, ax in enumerate(axes.flat):
             if h >= n:
                 ax.axis("off")
                 continue
-            _draw(ax, _as_2d("weights", weights[h]), f"{title} {h}", labels, labels,
-                  annotate=False, vmin=0.0, vmax=1.0)
+            _draw(ax, _as_2d("weights", weights[h]), f"{title} {h}", labels, labels, annotate=False, vmin=0.0, vmax=1.0)
         _font(fig)
         return fig
 
 
-def loss_curve(losses: Sequence[float], window: int = 20, reference: float | None = None,
-               reference_label: str = "", log: bool = False, title: str = "training loss", ax=None):
+def loss_curve(
+    losses: Sequence[float],
+    window: int = 20,
+    reference: float | None = None,
+    reference_label: str = "",
+    log: bool = False,
+    title: str = "training loss",
+    ax=None,
+):
     """The loss of every training step (light) and its running mean over ``window`` steps (dark).
 
     ``mean[i] = (losses[i - window + 1] + ... + losses[i]) / window`` for ``i >= window - 1``
@@ -343,22 +396,30 @@ def loss_curve(losses: Sequence[float], window: int = 20, reference: float | Non
     except (TypeError, ValueError):
         raise fail("losses", "a sequence of numbers", describe(losses)) from None
     if values.ndim != 1 or values.size == 0 or not np.isfinite(values).all():
-        raise fail("losses", "a non-empty 1-D sequence of finite numbers",
-                   f"shape {values.shape}" + (", with inf or nan" if values.size and not np.isfinite(values).all() else ""))
+        raise fail(
+            "losses",
+            "a non-empty 1-D sequence of finite numbers",
+            f"shape {values.shape}" + (", with inf or nan" if values.size and not np.isfinite(values).all() else ""),
+        )
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise fail("window", "a positive int (steps)", describe(window))
     if log and (values <= 0).any():
         raise fail("losses", "positive numbers (log=True)", f"minimum {values.min()}")
     steps = np.arange(values.size)
     cumsum = np.concatenate([[0.0], np.cumsum(values)])
-    lo = np.maximum(steps + 1 - window, 0)                       # the first step in each window
-    mean = (cumsum[steps + 1] - cumsum[lo]) / (steps + 1 - lo)   # running mean over <= window steps
+    lo = np.maximum(steps + 1 - window, 0)  # the first step in each window
+    mean = (cumsum[steps + 1] - cumsum[lo]) / (steps + 1 - lo)  # running mean over <= window steps
     with plt.rc_context(STYLE):
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
         ax.plot(steps, values, color=HIGHLIGHT, alpha=0.3, linewidth=0.8, label=tr("loss per step"))
-        ax.plot(steps, mean, color=HIGHLIGHT, linewidth=1.8,
-                label=tr("mean of {window} steps").format(window=window) if window > 1 else tr("loss"))
+        ax.plot(
+            steps,
+            mean,
+            color=HIGHLIGHT,
+            linewidth=1.8,
+            label=tr("mean of {window} steps").format(window=window) if window > 1 else tr("loss"),
+        )
         if reference is not None:
             ax.axhline(reference, color="#616161", linestyle="--", linewidth=1.0, label=_label(reference_label))
         if log:
@@ -423,13 +484,36 @@ def overview(highlight: str | Sequence[str] = (), title: str | None = None):
         w, h = 1.0, 0.56
         for (key, text, chapter), (x, y) in zip(OVERVIEW_STEPS, pos):
             on = key in chosen
-            ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                        facecolor=HIGHLIGHT if on else "#f2f2f2",
-                                        edgecolor=HIGHLIGHT if on else "#9e9e9e", linewidth=1.2))
-            ax.text(x, y, tr(text), ha="center", va="center", fontsize=8.5,
-                    color="white" if on else "black", fontweight="bold" if on else "normal")
-            ax.text(x + w / 2 - 0.04, y + h / 2 - 0.03, tr("ch. {chapter}").format(chapter=chapter),
-                    ha="right", va="top", fontsize=6.5, color="white" if on else "#757575")
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x - w / 2, y - h / 2),
+                    w,
+                    h,
+                    boxstyle="round,pad=0.02,rounding_size=0.08",
+                    facecolor=HIGHLIGHT if on else "#f2f2f2",
+                    edgecolor=HIGHLIGHT if on else "#9e9e9e",
+                    linewidth=1.2,
+                )
+            )
+            ax.text(
+                x,
+                y,
+                tr(text),
+                ha="center",
+                va="center",
+                fontsize=8.5,
+                color="white" if on else "black",
+                fontweight="bold" if on else "normal",
+            )
+            ax.text(
+                x + w / 2 - 0.04,
+                y + h / 2 - 0.03,
+                tr("ch. {chapter}").format(chapter=chapter),
+                ha="right",
+                va="top",
+                fontsize=6.5,
+                color="white" if on else "#757575",
+            )
         for (x0, y0), (x1, y1) in zip(pos, pos[1:]):
             if y0 == y1:
                 start, end = (x0 + np.sign(x1 - x0) * w / 2, y0), (x1 - np.sign(x1 - x0) * w / 2, y1)
@@ -438,18 +522,35 @@ def overview(highlight: str | Sequence[str] = (), title: str | None = None):
             ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="#424242", lw=1.2))
         # one head: project .. values, an L-shaped dashed frame over both rows
         from matplotlib.patches import Polygon
+
         frame = [(1.22, 2.04), (5.98, 2.04), (5.98, 0.2), (3.62, 0.2), (3.62, 1.12), (1.22, 1.12)]
         ax.add_patch(Polygon(frame, closed=True, fill=False, linestyle="--", edgecolor="#757575", linewidth=1.0))
-        ax.text(1.3, 1.26, tr("one head (n_heads of them side by side)"), ha="left", va="center", fontsize=8,
-                color="#616161", style="italic" if language() == "en" else "normal")   # no slanted hanzi
+        ax.text(
+            1.3,
+            1.26,
+            tr("one head (n_heads of them side by side)"),
+            ha="left",
+            va="center",
+            fontsize=8,
+            color="#616161",
+            style="italic" if language() == "en" else "normal",
+        )  # no slanted hanzi
         if title:
             ax.set_title(_label(title))
         _font(fig)
         return fig
 
 
-def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "", title: str = "",
-            guides: Sequence[float] = (1, 2), fit_last: int | None = None, ax=None):
+def scaling(
+    xs: Sequence[float],
+    series: dict,
+    var: str = "T",
+    ylabel: str = "",
+    title: str = "",
+    guides: Sequence[float] = (1, 2),
+    fit_last: int | None = None,
+    ax=None,
+):
     r"""Costs measured at growing sizes, on log-log axes, each labelled with its fitted slope.
 
     A cost that grows like ``c x^p`` is a straight line of slope ``p`` on log-log axes,
@@ -507,12 +608,18 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
             p = loglog_slope(x[-n_fit:], y[-n_fit:])
             label = tr("{name}: slope {p}").format(name=_label(name), p=f"{p:.2f}")
             ax.plot(x, y, marker="o", linewidth=1.6, label=label)
-        x0, y0 = x[-1], next(iter(curves.values()))[-1]        # guides meet the first series' last point
-        styles = [":", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]    # one line style per guide, told apart in grey
-        for i, p in enumerate(guides):                          # under the measurements (zorder 1)
-            ax.plot(x, y0 * (x / x0) ** p, linestyle=styles[i % len(styles)], color="#9e9e9e",
-                    linewidth=1.2, zorder=1,
-                    label=f"$\\propto {var}$" if p == 1 else f"$\\propto {var}^{{{p:g}}}$")
+        x0, y0 = x[-1], next(iter(curves.values()))[-1]  # guides meet the first series' last point
+        styles = [":", "--", "-.", (0, (5, 1, 1, 1, 1, 1))]  # one line style per guide, told apart in grey
+        for i, p in enumerate(guides):  # under the measurements (zorder 1)
+            ax.plot(
+                x,
+                y0 * (x / x0) ** p,
+                linestyle=styles[i % len(styles)],
+                color="#9e9e9e",
+                linewidth=1.2,
+                zorder=1,
+                label=f"$\\propto {var}$" if p == 1 else f"$\\propto {var}^{{{p:g}}}$",
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(x, [f"{v:g}" for v in x])
@@ -525,8 +632,14 @@ def scaling(xs: Sequence[float], series: dict, var: str = "T", ylabel: str = "",
         return ax.figure
 
 
-def decoding_steps(tokens_cached: Sequence[int], step_ms: Sequence[float], read_ms: float,
-                   target: float | None = 1.5, title: str = "one new token per step", ax=None):
+def decoding_steps(
+    tokens_cached: Sequence[int],
+    step_ms: Sequence[float],
+    read_ms: float,
+    target: float | None = 1.5,
+    title: str = "one new token per step",
+    ax=None,
+):
     """The measured time of each cached decoding step against the time to read the weights once (chapter 12).
 
     A cached step multiplies one token's vectors by every weight matrix: two FLOPs for each
@@ -555,12 +668,22 @@ def decoding_steps(tokens_cached: Sequence[int], step_ms: Sequence[float], read_
         x = np.asarray(tokens_cached, dtype=float)
         y = np.asarray(step_ms.detach().cpu() if isinstance(step_ms, torch.Tensor) else step_ms, dtype=float)
     except (TypeError, ValueError):
-        raise fail("tokens_cached, step_ms", "two sequences of numbers", f"{describe(tokens_cached)}, "
-                   f"{describe(step_ms)}") from None
-    if x.ndim != 1 or x.size == 0 or y.shape != x.shape or not np.isfinite(x).all() or not (y > 0).all() \
-            or not np.isfinite(y).all():
-        raise fail("step_ms", "one positive finite time per entry of tokens_cached (1-D, at least one)",
-                   f"shapes {x.shape} and {y.shape}")
+        raise fail(
+            "tokens_cached, step_ms", "two sequences of numbers", f"{describe(tokens_cached)}, {describe(step_ms)}"
+        ) from None
+    if (
+        x.ndim != 1
+        or x.size == 0
+        or y.shape != x.shape
+        or not np.isfinite(x).all()
+        or not (y > 0).all()
+        or not np.isfinite(y).all()
+    ):
+        raise fail(
+            "step_ms",
+            "one positive finite time per entry of tokens_cached (1-D, at least one)",
+            f"shapes {x.shape} and {y.shape}",
+        )
     if isinstance(read_ms, bool) or not isinstance(read_ms, (int, float)) or not 0 < read_ms < math.inf:
         raise fail("read_ms", "a positive number (milliseconds)", describe(read_ms))
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float)) or target <= 0):
@@ -571,8 +694,13 @@ def decoding_steps(tokens_cached: Sequence[int], step_ms: Sequence[float], read_
         ax.plot(x, y, color=HIGHLIGHT, marker="o", markersize=3, linewidth=1.0, label=tr("cached step"))
         ax.axhline(read_ms, color="#616161", linewidth=1.6, label=tr("reading every weight once"))
         if target is not None:
-            ax.axhline(target * read_ms, color="#9e9e9e", linestyle="--", linewidth=1.0,
-                       label=tr("{k} × the weight read").format(k=f"{target:g}"))
+            ax.axhline(
+                target * read_ms,
+                color="#9e9e9e",
+                linestyle="--",
+                linewidth=1.0,
+                label=tr("{k} × the weight read").format(k=f"{target:g}"),
+            )
         ax.set_ylim(0, max(y.max(), (target or 1) * read_ms) * 1.15)
         ax.set_xlabel(tr("tokens in the KV cache"))
         ax.set_ylabel(tr("time (ms)"))

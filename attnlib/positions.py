@@ -16,12 +16,13 @@ Both use the same angles ``pos * theta_i``, ``theta_i = base^(-2i/d)`` with
 sinusoidal table holds ``(sin, cos)`` of the angle that RoPE rotates pair
 ``(2i, 2i + 1)`` by.
 """
+
 from __future__ import annotations
 
 import torch
 
 from ._checks import check_rope
-from ._validate import ensure_int, ensure_even
+from ._validate import ensure_even, ensure_int
 
 __all__ = ["sinusoidal_positions", "apply_rope"]
 
@@ -58,17 +59,16 @@ def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
     """
     ensure_int("T", T)
     ensure_even("d_model", ensure_int("d_model", d_model))
-    pos = torch.arange(T, dtype=torch.float64)[:, None]                  # (T, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)             # (d_model/2,): 2i = 0, 2, 4, ...
-    angles = pos / 10000.0 ** (two_i / d_model)                          # (T, 1) / (d_model/2,) -> (T, d_model/2)
+    pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,): 2i = 0, 2, 4, ...
+    angles = pos / 10000.0 ** (two_i / d_model)  # (T, 1) / (d_model/2,) -> (T, d_model/2)
     pe = torch.empty(T, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)                                      # even columns: sin
-    pe[:, 1::2] = torch.cos(angles)                                      # odd columns: cos
-    return pe.float()                                                    # (T, d_model)
+    pe[:, 0::2] = torch.sin(angles)  # even columns: sin
+    pe[:, 1::2] = torch.cos(angles)  # odd columns: cos
+    return pe.float()  # (T, d_model)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None,
-               base: float = 10000.0) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding (RoPE, Su et al. 2021): rotate ``x`` by its positions.
 
     Dimensions are paired as in the RoFormer paper, ``(2i, 2i + 1)``
@@ -116,16 +116,16 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None,
     T, d_head = x.shape[-2], x.shape[-1]
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     if positions is None:
-        pos = torch.arange(T, device=x.device, dtype=work)                # (T,): 0 .. T-1
+        pos = torch.arange(T, device=x.device, dtype=work)  # (T,): 0 .. T-1
     else:
-        pos = positions.to(device=x.device, dtype=work)                  # (T,)
-    i = torch.arange(d_head // 2, device=x.device, dtype=work)          # (d_head/2,)
-    theta = float(base) ** (-2.0 * i / d_head)                          # (d_head/2,): base^(-2i/d_head)
-    angles = pos[:, None] * theta[None, :]                              # (T, 1) * (1, d_head/2) -> (T, d_head/2)
-    cos, sin = torch.cos(angles), torch.sin(angles)                     # (T, d_head/2) each
+        pos = positions.to(device=x.device, dtype=work)  # (T,)
+    i = torch.arange(d_head // 2, device=x.device, dtype=work)  # (d_head/2,)
+    theta = float(base) ** (-2.0 * i / d_head)  # (d_head/2,): base^(-2i/d_head)
+    angles = pos[:, None] * theta[None, :]  # (T, 1) * (1, d_head/2) -> (T, d_head/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)  # (T, d_head/2) each
     xw = x.to(work)
-    x_even, x_odd = xw[..., 0::2], xw[..., 1::2]                        # (..., T, d_head/2) each
-    out_even = x_even * cos - x_odd * sin                               # broadcast over the leading axes
+    x_even, x_odd = xw[..., 0::2], xw[..., 1::2]  # (..., T, d_head/2) each
+    out_even = x_even * cos - x_odd * sin  # broadcast over the leading axes
     out_odd = x_even * sin + x_odd * cos
-    out = torch.stack((out_even, out_odd), dim=-1)                      # (..., T, d_head/2, 2)
-    return out.flatten(-2).to(x.dtype)                                  # (..., T, d_head/2, 2) -> (..., T, d_head)
+    out = torch.stack((out_even, out_odd), dim=-1)  # (..., T, d_head/2, 2)
+    return out.flatten(-2).to(x.dtype)  # (..., T, d_head/2, 2) -> (..., T, d_head)

@@ -11,13 +11,14 @@ Row ``i`` of ``scores`` holds how strongly query ``i`` matches each key.
 The scale keeps the variance of a score near 1 whatever ``d_k`` is: for
 entries with mean 0 and variance 1, ``q . k`` has variance ``d_k``.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from ._checks import check_scale, check_qk
+from ._checks import check_qk, check_scale
 
 __all__ = ["qk_scores"]
 

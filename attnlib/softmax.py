@@ -16,11 +16,12 @@ for it (``torch.softmax`` returns ``nan``), which is also what
 ``F.scaled_dot_product_attention`` does in torch 2.13.0 on the CPU (math and
 default backends, tested in tests/test_attention.py; older releases gave ``nan``).
 """
+
 from __future__ import annotations
 
 import torch
 
-from ._validate import ensure_float, ensure_axis
+from ._validate import ensure_axis, ensure_float
 
 __all__ = ["softmax"]
 

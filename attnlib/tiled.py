@@ -30,14 +30,15 @@ Only tiles of ``block_size x block_size`` scores exist at any time, never the fu
 matrix; with ``is_causal=True`` the tiles that lie entirely above the diagonal are not
 computed at all, since every weight in them is 0.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from ._checks import check_scale, batch_shape, check_qkv
-from ._validate import ensure_bool, ensure_int, ensure_float, ensure_block_size
+from ._checks import batch_shape, check_qkv, check_scale
+from ._validate import ensure_block_size, ensure_bool, ensure_float, ensure_int
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "online_softmax", "tiled_attention", "tile_plan"]
 
@@ -56,14 +57,13 @@ def _key_blocks(q_start: int, q_stop: int, T_k: int, block_size: int, is_causal:
     reaches past the first query, ``k_stop - 1 > q_start``, crosses the diagonal and
     needs the mask. Every other block is computed whole, without a mask.
     """
-    last_key = min(T_k, q_stop) if is_causal else T_k       # keys 0 .. last_key - 1 can be seen
+    last_key = min(T_k, q_stop) if is_causal else T_k  # keys 0 .. last_key - 1 can be seen
     for k_start in range(0, last_key, block_size):
         k_stop = min(k_start + block_size, T_k)
         yield k_start, k_stop, is_causal and k_stop - 1 > q_start
 
 
-def tile_plan(T_q: int, T_k: int, block_size: int = DEFAULT_BLOCK_SIZE,
-              is_causal: bool = False) -> torch.Tensor:
+def tile_plan(T_q: int, T_k: int, block_size: int = DEFAULT_BLOCK_SIZE, is_causal: bool = False) -> torch.Tensor:
     """Which tiles ``tiled_attention`` computes: ``(ceil(T_q / b), ceil(T_k / b))`` integers.
 
     Entry ``[a, c]`` is for query block ``a`` and key block ``c`` (``b = block_size``):
@@ -115,21 +115,26 @@ def online_softmax(x: torch.Tensor, block_size: int = DEFAULT_BLOCK_SIZE) -> tor
     """
     ensure_float("x", x, min_dim=1, expected="a tensor with at least 1 dimension (..., n)")
     b = ensure_block_size(block_size)
-    m = x.new_full(x.shape[:-1] + (1,), float("-inf"))      # (..., 1): the largest entry so far
-    l = x.new_zeros(x.shape[:-1] + (1,))                    # (..., 1): sum of exp(x_j - m) so far
+    m = x.new_full(x.shape[:-1] + (1,), float("-inf"))  # (..., 1): the largest entry so far
+    l = x.new_zeros(x.shape[:-1] + (1,))  # (..., 1): sum of exp(x_j - m) so far
     for start in range(0, x.shape[-1], b):
-        block = x[..., start:start + b]                     # (..., <= b)
+        block = x[..., start : start + b]  # (..., <= b)
         m_new = torch.maximum(m, block.amax(dim=-1, keepdim=True))
-        m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)   # nothing seen yet: no shift
+        m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)  # nothing seen yet: no shift
         l = torch.exp(m - m_safe) * l + torch.exp(block - m_safe).sum(dim=-1, keepdim=True)
         m = m_new
-    m = m.masked_fill(m == float("-inf"), 0.0)              # an all -inf row: exp(-inf - 0) = 0
-    return torch.exp(x - m) / l.masked_fill(l == 0, 1.0)    # 0 / 1 = 0 where every entry is -inf
+    m = m.masked_fill(m == float("-inf"), 0.0)  # an all -inf row: exp(-inf - 0) = 0
+    return torch.exp(x - m) / l.masked_fill(l == 0, 1.0)  # 0 / 1 = 0 where every entry is -inf
 
 
-def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                    block_size: int = DEFAULT_BLOCK_SIZE, is_causal: bool = False,
-                    scale: float | None = None) -> torch.Tensor:
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
     """Scaled dot-product attention computed tile by tile, with the online softmax.
 
     The same output as ``attention(q, k, v, is_causal=is_causal, scale=scale)[0]`` and
@@ -180,27 +185,29 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     ensure_bool("is_causal", is_causal)
     check_scale(scale)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    batch = batch_shape(("q", q), ("k", k), ("v", v))        # the broadcast leading dims ...
+    batch = batch_shape(("q", q), ("k", k), ("v", v))  # the broadcast leading dims ...
     T_q, T_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    out = q.new_empty(batch + (T_q, d_v))                    # (..., T_q, d_v): the only large tensor
+    out = q.new_empty(batch + (T_q, d_v))  # (..., T_q, d_v): the only large tensor
     for q_start in range(0, T_q, b):
         q_stop = min(q_start + b, T_q)
-        q_tile = q[..., q_start:q_stop, :] * scale           # (..., b_q, d_k), scaled once
-        m = q.new_full(batch + (q_stop - q_start, 1), float("-inf"))   # (..., b_q, 1) running max
-        l = q.new_zeros(batch + (q_stop - q_start, 1))                 # (..., b_q, 1) running sum
-        o = q.new_zeros(batch + (q_stop - q_start, d_v))               # (..., b_q, d_v) running output
+        q_tile = q[..., q_start:q_stop, :] * scale  # (..., b_q, d_k), scaled once
+        m = q.new_full(batch + (q_stop - q_start, 1), float("-inf"))  # (..., b_q, 1) running max
+        l = q.new_zeros(batch + (q_stop - q_start, 1))  # (..., b_q, 1) running sum
+        o = q.new_zeros(batch + (q_stop - q_start, d_v))  # (..., b_q, d_v) running output
         for k_start, k_stop, masked in _key_blocks(q_start, q_stop, T_k, b, is_causal):
-            s = q_tile @ k[..., k_start:k_stop, :].transpose(-2, -1)   # (..., b_q, d_k) @ (..., d_k, b_k) -> (..., b_q, b_k)
-            if masked:                                                 # the tile crosses the diagonal
-                i = torch.arange(q_start, q_stop, device=q.device)[:, None]   # (b_q, 1) query positions
-                j = torch.arange(k_start, k_stop, device=q.device)[None, :]   # (1, b_k) key positions
-                s.masked_fill_(j > i, float("-inf"))                   # the future: weight 0
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))     # (..., b_q, 1)
-            m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)    # a row with no key yet: no NaN
-            alpha = torch.exp(m - m_safe)                              # e^(m - m_new): rescales the old sums
-            p = torch.exp(s - m_safe)                                  # e^(S - m_new): (..., b_q, b_k)
+            s = q_tile @ k[..., k_start:k_stop, :].transpose(
+                -2, -1
+            )  # (..., b_q, d_k) @ (..., d_k, b_k) -> (..., b_q, b_k)
+            if masked:  # the tile crosses the diagonal
+                i = torch.arange(q_start, q_stop, device=q.device)[:, None]  # (b_q, 1) query positions
+                j = torch.arange(k_start, k_stop, device=q.device)[None, :]  # (1, b_k) key positions
+                s.masked_fill_(j > i, float("-inf"))  # the future: weight 0
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., b_q, 1)
+            m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)  # a row with no key yet: no NaN
+            alpha = torch.exp(m - m_safe)  # e^(m - m_new): rescales the old sums
+            p = torch.exp(s - m_safe)  # e^(S - m_new): (..., b_q, b_k)
             l = alpha * l + p.sum(dim=-1, keepdim=True)
-            o = alpha * o + p @ v[..., k_start:k_stop, :]              # (..., b_q, b_k) @ (..., b_k, d_v) -> (..., b_q, d_v)
+            o = alpha * o + p @ v[..., k_start:k_stop, :]  # (..., b_q, b_k) @ (..., b_k, d_v) -> (..., b_q, d_v)
             m = m_new
-        out[..., q_start:q_stop, :] = o / l.masked_fill(l == 0, 1.0)   # no key at all: 0 / 1 = 0
+        out[..., q_start:q_stop, :] = o / l.masked_fill(l == 0, 1.0)  # no key at all: 0 / 1 = 0
     return out

@@ -17,16 +17,23 @@ The loss is the next-token cross-entropy, averaged over the N positions where a 
 * ``next_token_loss``: the loss above, ``F.cross_entropy`` on the masked positions.
 * ``train``: AdamW steps on batches from a function, an optional progress bar (tqdm).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (check_reverse_batch, check_logits_targets, check_loss_mask, check_train,
-                      ensure_trainable, ensure_batch)
+from ._checks import (
+    check_logits_targets,
+    check_loss_mask,
+    check_reverse_batch,
+    check_train,
+    ensure_batch,
+    ensure_trainable,
+)
 from ._validate import ensure_in_range
 
 __all__ = ["reverse_batch", "next_token_loss", "train"]
@@ -34,8 +41,9 @@ __all__ = ["reverse_batch", "next_token_loss", "train"]
 IGNORE = -100  # the target where there is no next token: F.cross_entropy's ignore_index
 
 
-def reverse_batch(batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def reverse_batch(
+    batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of reversal sequences: ``(ids, targets, mask)``, each ``(batch_size, 2 * length + 1)``.
 
     With ``n = length`` and the separator ``sep = vocab_size - 1``::
@@ -69,18 +77,17 @@ def reverse_batch(batch_size: int, length: int, vocab_size: int, generator: torc
     """
     check_reverse_batch(batch_size, length, vocab_size, generator)
     n, T = length, 2 * length + 1
-    digits = torch.randint(0, vocab_size - 1, (batch_size, n), generator=generator)         # (B, n)
-    sep = torch.full((batch_size, 1), vocab_size - 1)                                        # (B, 1)
-    ids = torch.cat([digits, sep, digits.flip(1)], dim=1)                                    # (B, 2n + 1)
+    digits = torch.randint(0, vocab_size - 1, (batch_size, n), generator=generator)  # (B, n)
+    sep = torch.full((batch_size, 1), vocab_size - 1)  # (B, 1)
+    ids = torch.cat([digits, sep, digits.flip(1)], dim=1)  # (B, 2n + 1)
     targets = torch.full_like(ids, IGNORE)
-    targets[:, :-1] = ids[:, 1:]                                                             # the next token
+    targets[:, :-1] = ids[:, 1:]  # the next token
     t = torch.arange(T)
-    mask = ((t >= n) & (t <= 2 * n - 1)).expand(batch_size, T).clone()                      # (T,) -> (B, T)
+    mask = ((t >= n) & (t <= 2 * n - 1)).expand(batch_size, T).clone()  # (T,) -> (B, T)
     return ids, targets, mask
 
 
-def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None
-                    ) -> torch.Tensor:
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """The next-token cross-entropy, averaged over the positions where ``mask`` is True.
 
     ``loss = -(1 / N) * sum over (b, t) with mask[b, t] of log softmax(logits[b, t])[targets[b, t]]``,
@@ -108,14 +115,21 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Ten
     if mask is None:
         mask = targets != IGNORE
     check_loss_mask(mask, targets)
-    picked = targets[mask]                                   # (N,)
+    picked = targets[mask]  # (N,)
     vocab_size = logits.shape[-1]
     ensure_in_range("targets", picked, 0, vocab_size - 1, f"token ids in [0, {vocab_size - 1}] where mask is True")
-    return F.cross_entropy(logits[mask], picked)             # (N, vocab_size), (N,) -> ()
+    return F.cross_entropy(logits[mask], picked)  # (N, vocab_size), (N,) -> ()
 
 
-def train(model: nn.Module, make_batch: Callable[[], tuple], steps: int, lr: float = 1e-3,
-          weight_decay: float = 0.0, progress: bool = False, desc: str = "training") -> list[float]:
+def train(
+    model: nn.Module,
+    make_batch: Callable[[], tuple],
+    steps: int,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    progress: bool = False,
+    desc: str = "training",
+) -> list[float]:
     """Train ``model`` for ``steps`` steps of AdamW on the next-token loss; return the losses.
 
     Each step: ``ids, targets, mask = make_batch()``, ``loss = next_token_loss(model(ids),
@@ -154,18 +168,19 @@ def train(model: nn.Module, make_batch: Callable[[], tuple], steps: int, lr: flo
     bar = None
     if progress:
         from tqdm import tqdm  # text bar on stderr: no widgets, no JavaScript
-        bar = tqdm(total=steps, desc=desc, mininterval=1.0)   # at most one update a second
+
+        bar = tqdm(total=steps, desc=desc, mininterval=1.0)  # at most one update a second
     was_training = model.training
     model.train()
     losses = []
     try:
         for step in range(steps):
-            batch = ensure_batch(make_batch())               # a tuple (ids, targets, mask)
+            batch = ensure_batch(make_batch())  # a tuple (ids, targets, mask)
             ids, targets, mask = (x.to(device) for x in batch)
             loss = next_token_loss(model(ids), targets, mask)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()                                   # gradients of the loss
-            optimizer.step()                                  # one AdamW update of every parameter
+            loss.backward()  # gradients of the loss
+            optimizer.step()  # one AdamW update of every parameter
             losses.append(loss.item())
             if bar is not None:
                 bar.update(1)

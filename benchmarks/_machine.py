@@ -1,4 +1,5 @@
 """What the benchmarks report about the machine they ran on."""
+
 from __future__ import annotations
 
 import platform

@@ -15,6 +15,7 @@ Cases (fp32, no grad, ``torch.manual_seed(0)``):
 Prints the median of ``--runs`` timed runs after ``--warmup`` untimed ones (attnlib and
 torch alternate run by run), as a markdown table. The ratio is attnlib / torch (lower is better; 1.00 = same speed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a clone, uninstalled
 
-from attnlib.attention import attention  # noqa: E402
-from attnlib.multihead import MultiHeadAttention  # noqa: E402
+from attnlib.attention import attention
+from attnlib.multihead import MultiHeadAttention
 
 
 def median_ms(ours, ref, runs: int, warmup: int) -> tuple[float, float]:
@@ -62,23 +63,29 @@ def main() -> None:
     q, k, v = (torch.randn(B, n_heads, T, d_head) for _ in range(3))
 
     cases = [
-        (f"MultiHeadAttention fast path vs nn.MultiheadAttention, x {tuple(x.shape)}",
-         lambda: mine(x, need_weights=False),
-         lambda: theirs(x, x, x, need_weights=False)),
-        (f"attention vs F.scaled_dot_product_attention, q/k/v {tuple(q.shape)}",
-         lambda: attention(q, k, v),
-         lambda: F.scaled_dot_product_attention(q, k, v)),
+        (
+            f"MultiHeadAttention fast path vs nn.MultiheadAttention, x {tuple(x.shape)}",
+            lambda: mine(x, need_weights=False),
+            lambda: theirs(x, x, x, need_weights=False),
+        ),
+        (
+            f"attention vs F.scaled_dot_product_attention, q/k/v {tuple(q.shape)}",
+            lambda: attention(q, k, v),
+            lambda: F.scaled_dot_product_attention(q, k, v),
+        ),
     ]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU, float32, no grad, "
-          f"median of {args.runs} runs after {args.warmup} warmup runs\n")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU, float32, no grad, "
+        f"median of {args.runs} runs after {args.warmup} warmup runs\n"
+    )
     print("| case | attnlib median ms | torch median ms | ratio |")
     print("|---|---:|---:|---:|")
     with torch.no_grad():
         # Same numbers first: a fast benchmark of a wrong result is worthless.
-        torch.testing.assert_close(mine(x, need_weights=False)[0],
-                                   theirs(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(attention(q, k, v)[0], F.scaled_dot_product_attention(q, k, v),
-                                   atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            mine(x, need_weights=False)[0], theirs(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-4
+        )
+        torch.testing.assert_close(attention(q, k, v)[0], F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-4)
         for name, ours, ref in cases:
             t_ours, t_ref = median_ms(ours, ref, args.runs, args.warmup)
             print(f"| {name} | {t_ours:.2f} | {t_ref:.2f} | {t_ours / t_ref:.2f} |")

@@ -42,6 +42,7 @@ a core. The thread count also changes the ratio: a streaming ``sum`` uses every 
 while the BLAS matrix-vector product of one token, on the course's machine, runs at one
 core's speed (``benchmarks/README.md``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a clone, uninstalled
 
-from attnlib import GPT, GPT2_SMALL, KVCache, gpt_params, kv_cache_bytes  # noqa: E402
-from _machine import cpu_model  # noqa: E402  (benchmarks/_machine.py, next to this script)
+from _machine import cpu_model
+
+from attnlib import GPT, GPT2_SMALL, KVCache, gpt_params, kv_cache_bytes
 
 MiB = 2**20
 TARGET_RATIO = 1.5  # a cached step / the weight read
@@ -124,10 +126,14 @@ def main() -> None:
     gqa_cfg = dataclasses.replace(GPT2_SMALL, n_kv_heads=GPT2_SMALL.n_heads // GQA_GROUP)
     now = datetime.datetime.now().isoformat(timespec="minutes")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    machine = (f"{platform.system()} {platform.machine()}, CPU: {cpu_model()} ({os.cpu_count()} cores visible), "
-               f"torch {torch.__version__}, {torch.get_num_threads()} threads, {now}, load average {load}")
-    print(f"{machine}\nGPT-2 small shapes, random weights, float32, no grad, B = 1, "
-          f"prompt {args.prompt} tokens, {args.new} new tokens, {args.runs} runs\n")
+    machine = (
+        f"{platform.system()} {platform.machine()}, CPU: {cpu_model()} ({os.cpu_count()} cores visible), "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {now}, load average {load}"
+    )
+    print(
+        f"{machine}\nGPT-2 small shapes, random weights, float32, no grad, B = 1, "
+        f"prompt {args.prompt} tokens, {args.new} new tokens, {args.runs} runs\n"
+    )
 
     mha = build(mha_cfg, seed=0)
     gqa = build(gqa_cfg, seed=1)
@@ -142,18 +148,24 @@ def main() -> None:
         tokens = mha.generate(prompt, args.new, use_cache=True)
         t_cached = time.perf_counter() - t0
         t0 = time.perf_counter()
-        assert torch.equal(tokens, mha.generate(prompt, args.new, use_cache=False)), \
+        assert torch.equal(tokens, mha.generate(prompt, args.new, use_cache=False)), (
             "the cached and uncached generations differ"
+        )
         t_uncached = time.perf_counter() - t0
-        new = tokens[0, args.prompt:]
-        print(f"MHA: cached == uncached tokens ({args.new} new, {new.unique().numel()} distinct ids; "
-              f"first ones {new[:10].tolist()}); first runs: cached {t_cached:.2f} s, uncached {t_uncached:.2f} s")
+        new = tokens[0, args.prompt :]
+        print(
+            f"MHA: cached == uncached tokens ({args.new} new, {new.unique().numel()} distinct ids; "
+            f"first ones {new[:10].tolist()}); first runs: cached {t_cached:.2f} s, uncached {t_uncached:.2f} s"
+        )
         short = min(args.new, 32)
         gqa_tokens = gqa.generate(prompt, args.new, use_cache=True)
-        assert torch.equal(gqa_tokens[:, :args.prompt + short], gqa.generate(prompt, short, use_cache=False)), \
+        assert torch.equal(gqa_tokens[:, : args.prompt + short], gqa.generate(prompt, short, use_cache=False)), (
             "the cached and uncached GQA generations differ"
-        print(f"GQA: cached == uncached tokens over the first {short} new ones "
-              f"({gqa_tokens[0, args.prompt:].unique().numel()} distinct ids in {args.new})")
+        )
+        print(
+            f"GQA: cached == uncached tokens over the first {short} new ones "
+            f"({gqa_tokens[0, args.prompt :].unique().numel()} distinct ids in {args.new})"
+        )
 
         # The caches at the end of generation: every token but the last one generated has been read.
         T_end = args.prompt + args.new - 1
@@ -169,34 +181,50 @@ def main() -> None:
             flat_read.append(statistics.median(timed(flat.sum) for _ in range(10)))
             gqa_step.append(timed(lambda: gqa.generate(prompt, args.new, use_cache=True)) / args.new)
 
-    med = {name: statistics.median(ts) * 1e3 for name, ts in
-           [("step", step), ("read", read), ("flat", flat_read), ("gqa", gqa_step)]}  # ms
+    med = {
+        name: statistics.median(ts) * 1e3
+        for name, ts in [("step", step), ("read", read), ("flat", flat_read), ("gqa", gqa_step)]
+    }  # ms
     ratio = med["step"] / med["read"]
     ratios = [s / r for s, r in zip(step, read)]
     gqa_ratio = med["gqa"] / med["step"]
     mem_ratio = bytes_mha / bytes_gqa
     ms = lambda ts: ", ".join(f"{t * 1e3:.1f}" for t in ts)
-    print(f"every run (ms): step {ms(step)}; weight read {ms(read)}; one-tensor sum {ms(flat_read)}; "
-          f"GQA step {ms(gqa_step)}")
+    print(
+        f"every run (ms): step {ms(step)}; weight read {ms(read)}; one-tensor sum {ms(flat_read)}; "
+        f"GQA step {ms(gqa_step)}"
+    )
     print(f"per-run ratios step / weight read: {', '.join(f'{r:.2f}' for r in ratios)}")
     print()
     print(f"| case | median ms | / weight read | per-run ratios (min-max) | KV cache at {T_end} tokens (MiB) |")
     print("|---|---:|---:|---:|---:|")
-    print(f"| weight read: `p.sum()` of every tensor a step reads, {weight_bytes / 1e6:.1f} MB "
-          f"| {med['read']:.2f} | 1 | | |")
-    print(f"| (one `sum` over the same bytes in a single tensor) | {med['flat']:.2f} "
-          f"| {med['flat'] / med['read']:.2f} | | |")
-    print(f"| cached step, `generate(use_cache=True)`, {args.new} tokens / {args.new}, 12 heads "
-          f"| {med['step']:.2f} | **{ratio:.2f}** | {min(ratios):.2f}-{max(ratios):.2f} | {bytes_mha / MiB:.2f} |")
-    print(f"| cached step, `n_kv_heads=3` (GQA) | {med['gqa']:.2f} | {med['gqa'] / med['read']:.2f} "
-          f"| {gqa_ratio:.2f} (GQA / MHA) | {bytes_gqa / MiB:.2f} (1/{mem_ratio:.0f}) |")
+    print(
+        f"| weight read: `p.sum()` of every tensor a step reads, {weight_bytes / 1e6:.1f} MB "
+        f"| {med['read']:.2f} | 1 | | |"
+    )
+    print(
+        f"| (one `sum` over the same bytes in a single tensor) | {med['flat']:.2f} "
+        f"| {med['flat'] / med['read']:.2f} | | |"
+    )
+    print(
+        f"| cached step, `generate(use_cache=True)`, {args.new} tokens / {args.new}, 12 heads "
+        f"| {med['step']:.2f} | **{ratio:.2f}** | {min(ratios):.2f}-{max(ratios):.2f} | {bytes_mha / MiB:.2f} |"
+    )
+    print(
+        f"| cached step, `n_kv_heads=3` (GQA) | {med['gqa']:.2f} | {med['gqa'] / med['read']:.2f} "
+        f"| {gqa_ratio:.2f} (GQA / MHA) | {bytes_gqa / MiB:.2f} (1/{mem_ratio:.0f}) |"
+    )
     print()
-    print(f"parameters: MHA {gpt_params(mha_cfg):,}, GQA {gpt_params(gqa_cfg):,}; "
-          f"read by a step: {sum(p.numel() for p in params):,} ({weight_bytes / 1e6:.1f} MB)")
-    print(f"Targets: cached step <= {TARGET_RATIO:g} x weight read: {ratio:.2f}, "
-          f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}; GQA cache 1/{GQA_GROUP} of MHA's: "
-          f"1/{mem_ratio:g}, {'met' if mem_ratio == GQA_GROUP else 'NOT met'}; GQA cached time <= MHA's: "
-          f"{gqa_ratio:.2f}, {'met' if gqa_ratio <= 1 else 'NOT met'}.")
+    print(
+        f"parameters: MHA {gpt_params(mha_cfg):,}, GQA {gpt_params(gqa_cfg):,}; "
+        f"read by a step: {sum(p.numel() for p in params):,} ({weight_bytes / 1e6:.1f} MB)"
+    )
+    print(
+        f"Targets: cached step <= {TARGET_RATIO:g} x weight read: {ratio:.2f}, "
+        f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}; GQA cache 1/{GQA_GROUP} of MHA's: "
+        f"1/{mem_ratio:g}, {'met' if mem_ratio == GQA_GROUP else 'NOT met'}; GQA cached time <= MHA's: "
+        f"{gqa_ratio:.2f}, {'met' if gqa_ratio <= 1 else 'NOT met'}."
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ full path's peak extra memory at T = 8192, and runs within 2x of the explicit
 ``attention``'s time at T = 4096. The ratios are tiled / explicit (lower is better).
 Both results are checked against each other before anything is measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,20 +40,20 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a clone, uninstalled
 
-from attnlib.attention import attention  # noqa: E402
-from attnlib.cost import peak_memory  # noqa: E402
-from attnlib.tiled import DEFAULT_BLOCK_SIZE, tiled_attention  # noqa: E402
-from _machine import cpu_model  # noqa: E402  (benchmarks/_machine.py, next to this script)
+from _machine import cpu_model
+
+from attnlib.attention import attention
+from attnlib.cost import peak_memory
+from attnlib.tiled import DEFAULT_BLOCK_SIZE, tiled_attention
 
 MiB = 2**20
 T_MEMORY, T_TIME, D_HEAD = 8192, 4096, 64
 TARGET_MEMORY, TARGET_TIME = 1 / 16, 2.0
 
 
-
 def qkv(T: int) -> tuple[torch.Tensor, ...]:
     torch.manual_seed(0)
-    return tuple(torch.randn(1, 1, T, D_HEAD) for _ in range(3))   # (B, n_heads, T, d_head) = (1, 1, T, 64)
+    return tuple(torch.randn(1, 1, T, D_HEAD) for _ in range(3))  # (B, n_heads, T, d_head) = (1, 1, T, 64)
 
 
 def median_ms(fns: dict, runs: int, warmup: int) -> dict:
@@ -78,9 +79,11 @@ def main() -> None:
     args = parser.parse_args()
     blocks = sorted(set(args.blocks) | {DEFAULT_BLOCK_SIZE})
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()} "
-          f"({os.cpu_count()} cores visible), {platform.system()} {platform.machine()}; float32, no grad; "
-          f"one head, d_head {D_HEAD}; default block size {DEFAULT_BLOCK_SIZE}\n")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()} "
+        f"({os.cpu_count()} cores visible), {platform.system()} {platform.machine()}; float32, no grad; "
+        f"one head, d_head {D_HEAD}; default block size {DEFAULT_BLOCK_SIZE}\n"
+    )
     peaks = {}
     with torch.no_grad():
         # Same numbers first: a small or fast result that is wrong is worthless.
@@ -88,8 +91,12 @@ def main() -> None:
         full = attention(q, k, v)[0]
         for b in blocks:
             torch.testing.assert_close(tiled_attention(q, k, v, block_size=b), full, atol=1e-5, rtol=1e-4)
-            torch.testing.assert_close(tiled_attention(q, k, v, block_size=b, is_causal=True),
-                                       attention(q, k, v, is_causal=True)[0], atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(
+                tiled_attention(q, k, v, block_size=b, is_causal=True),
+                attention(q, k, v, is_causal=True)[0],
+                atol=1e-5,
+                rtol=1e-4,
+            )
         del full
 
         # Time at T = 4096, every case alternating with the others; timed before the memory is
@@ -100,13 +107,18 @@ def main() -> None:
         ms = median_ms(fns, args.runs, args.warmup)
         # Causal at T = 4096: the explicit path computes every score and masks half of them;
         # the tiled one skips the tiles above the diagonal.
-        causal_ms = median_ms({"attention": lambda: attention(q, k, v, is_causal=True),
-                               "tiled": lambda: tiled_attention(q, k, v, is_causal=True)},
-                              args.runs, args.warmup)
+        causal_ms = median_ms(
+            {
+                "attention": lambda: attention(q, k, v, is_causal=True),
+                "tiled": lambda: tiled_attention(q, k, v, is_causal=True),
+            },
+            args.runs,
+            args.warmup,
+        )
 
         # Peak extra memory at T = 8192: one call each, measured.
         q, k, v = qkv(T_MEMORY)
-        peak_memory(lambda: None)                                  # start the profiler once, untimed
+        peak_memory(lambda: None)  # start the profiler once, untimed
         full_out, full_peak = peak_memory(lambda: attention(q, k, v)[0])
         _, sdpa_peak = peak_memory(lambda: F.scaled_dot_product_attention(q, k, v))
         # the same numbers as 3-D tensors (T, d_head) with one batch axis: SDPA takes another path
@@ -122,21 +134,31 @@ def main() -> None:
     print(f"| `attention` (explicit, full matrix) | {full_peak / MiB:.1f} | 1 | {ms['attention']:.1f} | 1.00 |")
     for b in blocks:
         name = f"`tiled_attention`, block_size={b}" + (" (default)" if b == DEFAULT_BLOCK_SIZE else "")
-        print(f"| {name} | {peaks[b] / MiB:.2f} | 1/{full_peak / peaks[b]:.0f}"
-              f" | {ms[b]:.1f} | {ms[b] / ms['attention']:.2f} |")
-    print(f"| `F.scaled_dot_product_attention`, q/k/v (1, 1, T, 64) (for reference) | {sdpa_peak / MiB:.2f}"
-          f" | 1/{full_peak / sdpa_peak:.0f} | {ms['sdpa']:.1f} | {ms['sdpa'] / ms['attention']:.2f} |")
-    print(f"| `F.scaled_dot_product_attention`, q/k/v (1, T, 64) (for reference) | {sdpa_3d_peak / MiB:.2f}"
-          f" | 1/{full_peak / sdpa_3d_peak:.1f} | | |")
-    print(f"| causal: `attention(is_causal=True)` vs `tiled_attention(is_causal=True)`, block_size="
-          f"{DEFAULT_BLOCK_SIZE} | | | {causal_ms['attention']:.1f} vs {causal_ms['tiled']:.1f} |"
-          f" {causal_ms['tiled'] / causal_ms['attention']:.2f} |")
+        print(
+            f"| {name} | {peaks[b] / MiB:.2f} | 1/{full_peak / peaks[b]:.0f}"
+            f" | {ms[b]:.1f} | {ms[b] / ms['attention']:.2f} |"
+        )
+    print(
+        f"| `F.scaled_dot_product_attention`, q/k/v (1, 1, T, 64) (for reference) | {sdpa_peak / MiB:.2f}"
+        f" | 1/{full_peak / sdpa_peak:.0f} | {ms['sdpa']:.1f} | {ms['sdpa'] / ms['attention']:.2f} |"
+    )
+    print(
+        f"| `F.scaled_dot_product_attention`, q/k/v (1, T, 64) (for reference) | {sdpa_3d_peak / MiB:.2f}"
+        f" | 1/{full_peak / sdpa_3d_peak:.1f} | | |"
+    )
+    print(
+        f"| causal: `attention(is_causal=True)` vs `tiled_attention(is_causal=True)`, block_size="
+        f"{DEFAULT_BLOCK_SIZE} | | | {causal_ms['attention']:.1f} vs {causal_ms['tiled']:.1f} |"
+        f" {causal_ms['tiled'] / causal_ms['attention']:.2f} |"
+    )
 
     memory_ok = peaks[DEFAULT_BLOCK_SIZE] <= TARGET_MEMORY * full_peak
     time_ok = ms[DEFAULT_BLOCK_SIZE] <= TARGET_TIME * ms["attention"]
-    print(f"\nTargets at the default block size {DEFAULT_BLOCK_SIZE}: peak extra memory <= 1/16 of the full "
-          f"path's: {'met' if memory_ok else 'NOT met'}; time within {TARGET_TIME:g}x of `attention`: "
-          f"{'met' if time_ok else 'NOT met'}.")
+    print(
+        f"\nTargets at the default block size {DEFAULT_BLOCK_SIZE}: peak extra memory <= 1/16 of the full "
+        f"path's: {'met' if memory_ok else 'NOT met'}; time within {TARGET_TIME:g}x of `attention`: "
+        f"{'met' if time_ok else 'NOT met'}."
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ verbatim, e.g. a Chinese source quoted with its own half-width punctuation):
 - no comma between digits other than a thousands separator ("4,12" reads as one number);
 - no italics (``*...*``) on Chinese characters (slanted hanzi read badly: use bold or 「」).
 """
+
 from __future__ import annotations
 
 import re
@@ -26,10 +27,10 @@ LOCALES = ROOT / "locales"
 LANG = "zh_CN"
 
 CJK = re.compile(r"[\u3400-\u9fff]")
-ROLE = re.compile(r"\{[a-z:]+\}`[^`]*`")                     # {ref}`...`, {glue:text}`...`, {cite:p}`...`
+ROLE = re.compile(r"\{[a-z:]+\}`[^`]*`")  # {ref}`...`, {glue:text}`...`, {cite:p}`...`
 ROLE_TARGET = re.compile(r"\{([a-z:]+)\}`(?:[^`<]*<)?([^`>]*)>?`")
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$")
-CODE = re.compile(r"``[^`]+``|`[^`]+`")                      # inline code (roles removed first)
+CODE = re.compile(r"``[^`]+``|`[^`]+`")  # inline code (roles removed first)
 
 
 FULLWIDTH = {",": "\uff0c", ":": "\uff1a", ";": "\uff1b", "?": "\uff1f", "!": "\uff01"}
@@ -38,13 +39,13 @@ _LINK = r"\]\((?:<[^<>\n]*>|[A-Za-z0-9_./#%~+=?&:@-]*)\)"
 _URL = r"https?://[^\s()\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’]+"
 _PROTECT = re.compile(r"\{[a-z:]+\}`[^`]*`|``[^`]+``|`[^`]+`|\$\$.+?\$\$|\$[^$]+\$|" + _LINK + "|" + _URL, re.S)
 _CJK_CH = r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef“”‘’]"
-_PUA = "[\ue000-\uf8ff]"                                     # placeholders of protected spans
+_PUA = "[\ue000-\uf8ff]"  # placeholders of protected spans
 _QUOTED = re.compile(r'"([^"\n]+)"|“([^”]+)”|「([^」]+)」|『([^』]+)』')
 # a comma between digits that is not a thousands separator: "4,12" (1,024 and 6,755,078,400 are fine)
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)(?!\d{3}(?!\d))")
-_TUPLE = re.compile(r"\s*[\w.+\-−′']{1,12}(?:\s*,\s*[\w.+\-−′']{1,12})+\s*$", re.A)   # (i, j), (2, 8, 0)
-_DIGIT_COMMA_FIX = re.compile(_DIGIT_COMMA.pattern + r"(?![^()]*\))")       # not in a tuple: (2,8,0)
-_PARA_COLON = re.compile(r":[ \t]*(?=\n[ \t]*\n|\s*\Z)")     # a half-width colon that ends a paragraph
+_TUPLE = re.compile(r"\s*[\w.+\-−′']{1,12}(?:\s*,\s*[\w.+\-−′']{1,12})+\s*$", re.A)  # (i, j), (2, 8, 0)
+_DIGIT_COMMA_FIX = re.compile(_DIGIT_COMMA.pattern + r"(?![^()]*\))")  # not in a tuple: (2,8,0)
+_PARA_COLON = re.compile(r":[ \t]*(?=\n[ \t]*\n|\s*\Z)")  # a half-width colon that ends a paragraph
 
 
 def quotes(source: str) -> list[str]:
@@ -52,9 +53,10 @@ def quotes(source: str) -> list[str]:
     code, math and roles do not count."""
     if not source:
         return []
-    blank = _PROTECT.sub(lambda m: "\ue000" * len(m.group(0)), source)   # same length, so positions hold
-    found = {source[m.start(g):m.end(g)] for m in _QUOTED.finditer(blank)
-             for g in range(1, 5) if m.group(g) is not None}
+    blank = _PROTECT.sub(lambda m: "\ue000" * len(m.group(0)), source)  # same length, so positions hold
+    found = {
+        source[m.start(g) : m.end(g)] for m in _QUOTED.finditer(blank) for g in range(1, 5) if m.group(g) is not None
+    }
     return sorted((q for q in found if len(q.strip()) > 1), key=len, reverse=True)
 
 
@@ -69,7 +71,7 @@ def _protect(text: str, source: str = "") -> tuple[str, list[str]]:
 
     def keep(m):
         kept.append(m.group(0))
-        return chr(0xE000 + len(kept) - 1)          # a placeholder from Unicode's private use area
+        return chr(0xE000 + len(kept) - 1)  # a placeholder from Unicode's private use area
 
     for q in _verbatim_quotes(text, source):
         text = re.sub(re.escape(q), keep, text)
@@ -85,22 +87,31 @@ def _fullwidth(t: str, kept: list[str]) -> str:
     chinese = bool(CJK.search(t))
 
     def paren(m):
-        inner, before, after = m.group(1), t[:m.start()], t[m.end():]
+        inner, before, after = m.group(1), t[: m.start()], t[m.end() :]
         if not re.search(_CJK_CH, inner):
-            if _TUPLE.match(inner) or re.search(r"[A-Za-z_]$", before):      # (cat, a), (2, 8, 0); O(n), ln(11)
+            if _TUPLE.match(inner) or re.search(r"[A-Za-z_]$", before):  # (cat, a), (2, 8, 0); O(n), ln(11)
                 return m.group(0)
             if re.fullmatch(_PUA, inner.strip()) and kept[ord(inner.strip()) - 0xE000].startswith("{glue"):
-                return m.group(0)                                           # ({glue:text}`row`): a vector
-        if (re.search(_CJK_CH, inner) or re.search(rf"{_CJK_CH}\**\s*$", before)
-                or chinese and (re.match(rf"\s*\**{_CJK_CH}", after)            # ($n \times m$)相乘
-                                or re.search(rf"(?:{_PUA}|[\d\]）)])$", before))):  # 64([B]), $X$($n$)
+                return m.group(0)  # ({glue:text}`row`): a vector
+        if (
+            re.search(_CJK_CH, inner)
+            or re.search(rf"{_CJK_CH}\**\s*$", before)
+            or chinese
+            and (
+                re.match(rf"\s*\**{_CJK_CH}", after)  # ($n \times m$)相乘
+                or re.search(rf"(?:{_PUA}|[\d\]）)])$", before)
+            )
+        ):  # 64([B]), $X$($n$)
             return f"\uff08{inner.strip()}\uff09"
         return m.group(0)
 
     t = re.sub(r"\(([^()]*)\)", paren, t)
-    t = re.sub(rf"(?<=[^\d\s])[,:;?!](?=[^\s\d])|(?<={_CJK_CH})[,:;?!]|(?<=\*)[,:;?!](?=\s*{_CJK_CH})|"
-               rf"[,:;?!](?=\s*\**{_CJK_CH})|(?<=\d)[,:;?!](?=[^\s\d])|(?<=[^\d\s])[,:;?!](?=\d)",
-               lambda m: FULLWIDTH[m.group(0)], t)
+    t = re.sub(
+        rf"(?<=[^\d\s])[,:;?!](?=[^\s\d])|(?<={_CJK_CH})[,:;?!]|(?<=\*)[,:;?!](?=\s*{_CJK_CH})|"
+        rf"[,:;?!](?=\s*\**{_CJK_CH})|(?<=\d)[,:;?!](?=[^\s\d])|(?<=[^\d\s])[,:;?!](?=\d)",
+        lambda m: FULLWIDTH[m.group(0)],
+        t,
+    )
     if chinese:
         t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))
     return re.sub(r"[ \t]*([\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01\u3001\u3002])[ \t]*", r"\1", t)
@@ -128,24 +139,28 @@ def typography(msgstr: str, msgid: str = "") -> list[str]:
     if not CJK.search(t):
         return []
     problems = []
-    commas = [_restore(t[max(0, m.start() - 6):m.end() + 6], kept) for m in _DIGIT_COMMA.finditer(t)]
+    commas = [_restore(t[max(0, m.start() - 6) : m.end() + 6], kept) for m in _DIGIT_COMMA.finditer(t)]
     if commas:
-        problems.append("a comma between digits that is not a thousands separator (reads as one number): "
-                        f"{', '.join(repr(c) for c in commas)}; write ，or 、 (in a tuple: a comma and a space)")
+        problems.append(
+            "a comma between digits that is not a thousands separator (reads as one number): "
+            f"{', '.join(repr(c) for c in commas)}; write ，or 、 (in a tuple: a comma and a space)"
+        )
     if _PARA_COLON.search(t):
         problems.append(f"a paragraph ends in a half-width colon: '…{_restore(t[-12:], kept).strip()}'; use ：")
     plain = t.replace("\\*", "").replace("**", "")
-    plain = re.sub(r"(?m)^[ \t]*\*[ \t]", "", plain)          # list bullets
+    plain = re.sub(r"(?m)^[ \t]*\*[ \t]", "", plain)  # list bullets
     for m in re.finditer(r"\*([^*\n]+)\*", plain):
         if CJK.search(_restore(m.group(1), kept)):
             problems.append(f"italics on Chinese characters: '{_restore(m.group(0), kept)}'; use **bold** or 「」")
-    t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))     # reported above
+    t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))  # reported above
     fixed = _fullwidth(t, kept)
     if fixed != t:
         where = next((i for i, (a, b) in enumerate(zip(t, fixed)) if a != b), min(len(t), len(fixed)))
-        problems.append("half-width punctuation in Chinese text (, : ; ? ! ( )): "
-                        f"'{_restore(t[max(0, where - 10):where + 10], kept)}'; "
-                        "`python book/catalog_lint.py fullwidth FILE.po` fixes it")
+        problems.append(
+            "half-width punctuation in Chinese text (, : ; ? ! ( )): "
+            f"'{_restore(t[max(0, where - 10) : where + 10], kept)}'; "
+            "`python book/catalog_lint.py fullwidth FILE.po` fixes it"
+        )
     return problems
 
 
@@ -160,10 +175,10 @@ def _text_args(math: str) -> tuple[str, list[str]]:
         while j < len(math) and depth:
             depth += {"{": 1, "}": -1}.get(math[j], 0) if math[j - 1] != "\\" else 0
             j += 1
-        if re.search(r"[A-Za-z][_^]\{?\s*$", math[:m.start()]):
+        if re.search(r"[A-Za-z][_^]\{?\s*$", math[: m.start()]):
             continue
-        out.append(math[i:m.end()] + "\u2026}")
-        words.append(math[m.end():j - 1])
+        out.append(math[i : m.end()] + "\u2026}")
+        words.append(math[m.end() : j - 1])
         i = j
     out.append(math[i:])
     return "".join(out), words
@@ -193,34 +208,38 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
     problems = []
     if not msgstr.strip():
         return ["untranslated"]
-    if msgid.startswith("\n"):   # a display-math block: only the words in \text{...} may be translated
+    if msgid.startswith("\n"):  # a display-math block: only the words in \text{...} may be translated
         if _text_args(msgstr)[0] != _text_args(msgid)[0]:
-            return ["a display-math block ($$...$$, the message starts with a line break): copy it exactly; "
-                    "only the words inside \\text{...} may be translated (not a subscript such as d_{\\text{model}})"]
-        return [f"\\text{{{w}}} in display math: {p}" for w in _text_args(msgstr)[1] if CJK.search(w)
-                for p in typography(w)]
+            return [
+                "a display-math block ($$...$$, the message starts with a line break): copy it exactly; "
+                "only the words inside \\text{...} may be translated (not a subscript such as d_{\\text{model}})"
+            ]
+        return [
+            f"\\text{{{w}}} in display math: {p}" for w in _text_args(msgstr)[1] if CJK.search(w) for p in typography(w)
+        ]
     for name, pattern in (("role", ROLE_TARGET), ("math", MATH), ("code", CODE)):
         src, dst = (msgid, msgstr) if name == "role" else (ROLE.sub("", msgid), ROLE.sub("", msgstr))
         a = sorted(m if isinstance(m, str) else "|".join(m) for m in pattern.findall(src))
         b = sorted(m if isinstance(m, str) else "|".join(m) for m in pattern.findall(dst))
         if a != b:
             problems.append(f"{name} differs: {sorted(set(a) ^ set(b)) or 'counts'}")
-    plain = ROLE.sub("", CODE.sub("", MATH.sub("", msgstr.replace("\\*", ""))))   # \* is a literal asterisk
+    plain = ROLE.sub("", CODE.sub("", MATH.sub("", msgstr.replace("\\*", ""))))  # \* is a literal asterisk
     for mark, count in (("**", plain.count("**")), ("*", plain.replace("**", "").count("*"))):
         if count % 2:
             problems.append(f"unbalanced {mark}")
     for m in re.finditer(r"\*\*([^*]+)\*\*", msgstr):
-        inner, before = m.group(1), msgstr[:m.start()]
-        after = msgstr[m.end():]
+        inner, before = m.group(1), msgstr[: m.start()]
+        after = msgstr[m.end() :]
         punct = "[“”‘’「」(),。:;、!?\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01]"
-        if (re.match(punct, inner) and before and not re.search(r"\s$", before) and not re.search(punct + "$", before)) or \
-           (re.search(punct + "$", inner) and after and not re.match(r"\s", after) and not re.match(punct, after)):
+        if (
+            re.match(punct, inner) and before and not re.search(r"\s$", before) and not re.search(punct + "$", before)
+        ) or (re.search(punct + "$", inner) and after and not re.match(r"\s", after) and not re.match(punct, after)):
             problems.append(f"bold that Markdown will not parse (punctuation inside the **): {m.group(0)}")
     prose = msgid
-    for q in _verbatim_quotes(msgstr, msgid):   # a Chinese source or code quoted verbatim: the source's words
-        if CJK.search(q) or re.search(r"[()=_\[\]@*]", q):      # ("input 1", "for now": ours to translate)
+    for q in _verbatim_quotes(msgstr, msgid):  # a Chinese source or code quoted verbatim: the source's words
+        if CJK.search(q) or re.search(r"[()=_\[\]@*]", q):  # ("input 1", "for now": ours to translate)
             prose = prose.replace(q, " ")
-    prose = ROLE.sub("", CODE.sub("", MATH.sub("", prose)))   # terms in formulas and code are not words
+    prose = ROLE.sub("", CODE.sub("", MATH.sub("", prose)))  # terms in formulas and code are not words
     for pattern, zh in terms:
         if pattern.search(prose) and zh not in msgstr:
             problems.append(f"term: '{pattern.pattern[5:-3]}' should be {zh}")
@@ -233,6 +252,7 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
 
 def lint(paths) -> int:
     import polib
+
     terms, never = terminology()
     bad = 0
     for path in paths:
@@ -251,6 +271,7 @@ def lint(paths) -> int:
 def fix_fullwidth(paths) -> int:
     """fullwidth() on every translated message of the catalogs (quotes of the English kept); how many changed."""
     import polib
+
     changed = 0
     for path in paths:
         po = polib.pofile(str(path), wrapwidth=0)
@@ -265,6 +286,7 @@ def fix_fullwidth(paths) -> int:
 
 if __name__ == "__main__":
     import sys
+
     if len(sys.argv) > 2 and sys.argv[1] == "lint":
         sys.exit(1 if lint(sys.argv[2:]) else 0)
     elif len(sys.argv) > 2 and sys.argv[1] == "fullwidth":

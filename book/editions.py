@@ -29,6 +29,7 @@ Its search splits Chinese text into words with jieba and a dictionary of the
 course's terms (``search_words``), which the search page also uses to split a
 query the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,9 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "locales"
 LANG = "zh_CN"
 BUILD = ROOT / "_build"
-WORK = BUILD / "editions"          # generated configs and the intermediate builds
-HTML = BUILD / "html"              # English; the Chinese edition goes to HTML / "zh"
-ZH_CACHE = BUILD / ".jupyter_cache_zh"   # the notebooks as executed with ATTNLIB_LANG=zh_CN
+WORK = BUILD / "editions"  # generated configs and the intermediate builds
+HTML = BUILD / "html"  # English; the Chinese edition goes to HTML / "zh"
+ZH_CACHE = BUILD / ".jupyter_cache_zh"  # the notebooks as executed with ATTNLIB_LANG=zh_CN
 # The Chinese build's kernels: attnlib's words (figures, checkers) in Chinese; one thread each, as
 # they run beside the English build's (two kernels with PyTorch's two threads each on a 2-core
 # machine spend a third of their time waiting for each other)
@@ -106,19 +107,18 @@ def _config(kind: str) -> Path:
         cfg["html"]["favicon"] = str(ROOT / cfg["html"]["favicon"])
     config = sphinx.setdefault("config", {})
     if kind == "gettext":
-        cfg["execute"]["execute_notebooks"] = "off"   # the text only: the outputs stored in the notebooks
+        cfg["execute"]["execute_notebooks"] = "off"  # the text only: the outputs stored in the notebooks
     if kind == "zh":
-        cfg["execute"]["cache"] = str(ZH_CACHE)       # executed with ZH_ENV (see build), cached apart
-        cfg["execute"]["exclude_patterns"] = []      # every chapter: their figures are drawn in Chinese
+        cfg["execute"]["cache"] = str(ZH_CACHE)  # executed with ZH_ENV (see build), cached apart
+        cfg["execute"]["exclude_patterns"] = []  # every chapter: their figures are drawn in Chinese
         cfg["title"] = zh_title()
         cfg["author"] = _translation(cfg["author"], "exercise")
         config["language"] = LANG
         config["locale_dirs"] = [str(LOCALES)]
-        config["togglebutton_hint"] = "点击展开"         # sphinx-togglebutton has no zh_CN catalog
+        config["togglebutton_hint"] = "点击展开"  # sphinx-togglebutton has no zh_CN catalog
         config["togglebutton_hint_hide"] = "点击收起"
         # Jupyter Book sets the search box's text itself, in English
-        config.setdefault("html_theme_options", {})["search_bar_text"] = _translation("Search this book...",
-                                                                                       "exercise")
+        config.setdefault("html_theme_options", {})["search_bar_text"] = _translation("Search this book...", "exercise")
         config["html_search_options"] = {"dict": str(_search_dictionary())}
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / f"_config_{kind}.yml"
@@ -128,17 +128,25 @@ def _config(kind: str) -> Path:
 
 def _jupyter_book(*args: str, strict: bool = True, env: dict | None = None) -> None:
     flags = ["-W", "-n", "--keep-going"] if strict else []
-    subprocess.run([_bin("jupyter-book"), "build", str(ROOT), *args, *flags], cwd=ROOT, check=True,
-                   env={**os.environ, **(env or {})})
+    subprocess.run(
+        [_bin("jupyter-book"), "build", str(ROOT), *args, *flags],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _start_jupyter_book(*args: str, env: dict | None = None, prefix: str = "") -> tuple:
     """Start a strict build in the background; its output is printed line by line, each with ``prefix``."""
-    proc = subprocess.Popen([_bin("jupyter-book"), "build", str(ROOT), *args, "-W", "-n", "--keep-going"],
-                            cwd=ROOT, env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [_bin("jupyter-book"), "build", str(ROOT), *args, "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
-    def relay():   # bytes as they come: no encoding can stop it (and the build with it, on a full pipe)
+    def relay():  # bytes as they come: no encoding can stop it (and the build with it, on a full pipe)
         out = getattr(sys.stdout, "buffer", None)
         for line in proc.stdout:
             if out is not None:
@@ -157,8 +165,17 @@ def extract(out: Path) -> Path:
     out = Path(out)
     tmp = WORK / "gettext"
     shutil.rmtree(tmp, ignore_errors=True)
-    _jupyter_book("--config", str(_config("gettext")), "--builder", "custom", "--custom-builder", "gettext",
-                  "--path-output", str(tmp), "--all")
+    _jupyter_book(
+        "--config",
+        str(_config("gettext")),
+        "--builder",
+        "custom",
+        "--custom-builder",
+        "gettext",
+        "--path-output",
+        str(tmp),
+        "--all",
+    )
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(tmp / "_build" / "gettext", out)
     _add_exercise_titles(out)
@@ -203,7 +220,7 @@ def _add_exercise_titles(pot_dir: Path) -> None:
         for i, cell in enumerate(_read_page(path).cells):
             mystnb = cell.get("metadata", {}).get("mystnb", {})
             caption = mystnb.get("figure", {}).get("caption", "")
-            add(caption.replace("\n", " ").strip(), i)   # as Sphinx reads a paragraph: one line
+            add(caption.replace("\n", " ").strip(), i)  # as Sphinx reads a paragraph: one line
             add(mystnb.get("image", {}).get("alt"), i)
             if cell.cell_type == "markdown":
                 for title in EXERCISE.findall(cell.source):
@@ -214,8 +231,9 @@ def _add_exercise_titles(pot_dir: Path) -> None:
 def catalogs() -> None:
     """Re-extract the English text and update locales/zh_CN: new messages empty, changed ones fuzzy."""
     pot = extract(WORK / "pot")
-    subprocess.run([_bin("sphinx-intl"), "update", "-p", str(pot), "-l", LANG, "-d", str(LOCALES), "-w", "0"],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [_bin("sphinx-intl"), "update", "-p", str(pot), "-l", LANG, "-d", str(LOCALES), "-w", "0"], cwd=ROOT, check=True
+    )
 
 
 def _toc_zh() -> Path:
@@ -290,6 +308,7 @@ def notebooks(out: Path = ROOT / "notebooks" / "zh") -> list[Path]:
     """Chinese copies of the chapters: markdown from the catalogs, code and outputs untouched."""
     sys.path.insert(0, str(ROOT))
     from coursetools.translate import translate_notebook_file
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -304,7 +323,6 @@ def notebooks(out: Path = ROOT / "notebooks" / "zh") -> list[Path]:
 # (book/catalog_lint.py; re-exported here for the command line and the tests)
 from catalog_lint import CJK, fullwidth, lint, lint_message, terminology  # noqa: E402,F401
 
-
 if __name__ == "__main__":
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     if command == "build":
@@ -318,6 +336,7 @@ if __name__ == "__main__":
         sys.exit(1 if lint(sys.argv[2:]) else 0)
     elif command == "fullwidth":
         from catalog_lint import fix_fullwidth
+
         print(f"{fix_fullwidth(sys.argv[2:])} messages changed")
     elif command == "notebooks":
         for p in notebooks():

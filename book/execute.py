@@ -10,6 +10,7 @@ Colab install cell (the first code cell, tagged ``remove-cell``) is written from
 ``_config.yml``'s repository URL first, so that URL lives in one place. A cell that
 raises stops the run with the error, and the notebook on disk is left as it was.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,11 +54,16 @@ def execute(path: Path, timeout: int = 600) -> None:
         if is_colab_cell(cell):
             cell.source = colab_cell_source()
     os.environ["MPLBACKEND"] = "Agg"
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
     client.execute()
     for cell in nb.cells:
-        cell.metadata.pop("execution", None)   # volatile: timestamps that change on every run
+        cell.metadata.pop("execution", None)  # volatile: timestamps that change on every run
         if cell.cell_type == "code":
             cell.outputs = _coalesced(cell.outputs)
     nbformat.write(nb, path)

@@ -27,6 +27,7 @@ any checker's reference) scores 0 with a message that says so
 (``attnlib.check.forbidding``). The submission file is only read. The report is in
 the language of ``ATTNLIB_LANG`` (``attnlib.i18n``); the points and results are not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,7 @@ class HomeworkError(Exception):
 
 # ------------------------------------------------------------------ reading
 
+
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Read and validate a notebook; raise HomeworkError with one clear line if it is not one."""
     try:
@@ -67,15 +69,17 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     except OSError as e:
         raise HomeworkError(tr("{path}: cannot read it ({why})").format(path=path, why=e.strerror)) from None
     except UnicodeDecodeError:
-        raise HomeworkError(tr("{path}: not a notebook (expected a .ipynb JSON file, found binary data)")
-                            .format(path=path)) from None
+        raise HomeworkError(
+            tr("{path}: not a notebook (expected a .ipynb JSON file, found binary data)").format(path=path)
+        ) from None
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as e:  # json errors, nbformat validation errors
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise HomeworkError(tr("{path}: not a valid notebook (expected a .ipynb JSON file: {why})")
-                            .format(path=path, why=first)) from None
+        raise HomeworkError(
+            tr("{path}: not a valid notebook (expected a .ipynb JSON file: {why})").format(path=path, why=first)
+        ) from None
     return nb
 
 
@@ -99,13 +103,17 @@ def exercises_of(nb: nbformat.NotebookNode, path: Path) -> list[Check]:
             chapters.update(_chapter_of(lbl) for lbl in LABEL.findall(cell.source) if lbl in CHECKS)
     checks = [c for label, c in CHECKS.items() if _chapter_of(label) in chapters]
     if not checks:
-        raise HomeworkError(tr("{path}: no graded exercises found (expected a chapter notebook named "
-                               "NN_topic.ipynb, or exercise labels such as {label})").format(
-                                   path=path, label=next(iter(CHECKS))))
+        raise HomeworkError(
+            tr(
+                "{path}: no graded exercises found (expected a chapter notebook named "
+                "NN_topic.ipynb, or exercise labels such as {label})"
+            ).format(path=path, label=next(iter(CHECKS)))
+        )
     return checks
 
 
 # ------------------------------------------------------------------ release
+
 
 def _stub(source: str, label: str | None) -> str:
     """Replace each BEGIN/END SOLUTION block by a NotImplementedError at the same indentation."""
@@ -120,22 +128,21 @@ def _stub(source: str, label: str | None) -> str:
             skipping = True
         elif line.strip().startswith(END):
             if not skipping:
-                raise HomeworkError(tr("'{end}' without '{begin}' in:\n{source}").format(
-                    end=END, begin=BEGIN, source=source))
+                raise HomeworkError(
+                    tr("'{end}' without '{begin}' in:\n{source}").format(end=END, begin=BEGIN, source=source)
+                )
             skipping = False
         elif not skipping:
             out.append(line)
     if skipping:
-        raise HomeworkError(tr("'{begin}' without '{end}' in:\n{source}").format(
-            end=END, begin=BEGIN, source=source))
+        raise HomeworkError(tr("'{begin}' without '{end}' in:\n{source}").format(end=END, begin=BEGIN, source=source))
     return "\n".join(out)
 
 
 STUDENT_NOTE = {
     None: "Student version. In each exercise, replace `raise NotImplementedError(...)` "
-          "with your code, then run the check cell below it.",
-    "zh_CN": "学生版。每个练习里，把 `raise NotImplementedError(...)` 换成你自己的代码，"
-             "然后运行它下面的检查单元格。",
+    "with your code, then run the check cell below it.",
+    "zh_CN": "学生版。每个练习里，把 `raise NotImplementedError(...)` 换成你自己的代码，然后运行它下面的检查单元格。",
 }
 
 
@@ -159,7 +166,7 @@ def student_version(nb: nbformat.NotebookNode, lang: str | None = None) -> nbfor
             elif label is not None:
                 continue  # solution code with no part for the student: removed
         elif label is not None:
-            continue      # solution prose: removed
+            continue  # solution prose: removed
         cells.append(cell)
     if label is not None:
         raise HomeworkError(tr("solution {label} has no solution-end").format(label=label))
@@ -179,9 +186,12 @@ def _translated(nb: nbformat.NotebookNode, src: Path, lang: str) -> nbformat.Not
         raise HomeworkError(f"{src}: {e}") from None
     translated, missing = translate_notebook(nb, catalog)
     if missing:
-        raise HomeworkError(tr("{src}: the {lang} catalog does not match this notebook ({n} messages not "
-                               "found, e.g. {example}): run `make catalogs`").format(
-                                   src=src, lang=lang, n=len(missing), example=repr(sorted(missing)[0][:60])))
+        raise HomeworkError(
+            tr(
+                "{src}: the {lang} catalog does not match this notebook ({n} messages not "
+                "found, e.g. {example}): run `make catalogs`"
+            ).format(src=src, lang=lang, n=len(missing), example=repr(sorted(missing)[0][:60]))
+        )
     return with_language_cell(translated, lang)
 
 
@@ -193,17 +203,24 @@ def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list
     Chinese edition (markdown from the book's catalogs, the same code).
     """
     if lang not in STUDENT_NOTE:
-        raise HomeworkError(tr("--lang: expected one of {langs} (or none for English), received {lang}").format(
-            langs=sorted(k for k in STUDENT_NOTE if k), lang=repr(lang)))
+        raise HomeworkError(
+            tr("--lang: expected one of {langs} (or none for English), received {lang}").format(
+                langs=sorted(k for k in STUDENT_NOTE if k), lang=repr(lang)
+            )
+        )
     students = {}
     for src in sources:
         dest = out_dir / Path(src).name
         if dest.resolve() == Path(src).resolve():
-            raise HomeworkError(tr("{dest}: would overwrite the source notebook; choose another --out")
-                                .format(dest=dest))
+            raise HomeworkError(
+                tr("{dest}: would overwrite the source notebook; choose another --out").format(dest=dest)
+            )
         if dest.exists() or dest in students:
-            raise HomeworkError(tr("{dest}: already exists; it is not overwritten (remove it, or choose another "
-                                   "--out)").format(dest=dest))
+            raise HomeworkError(
+                tr("{dest}: already exists; it is not overwritten (remove it, or choose another --out)").format(
+                    dest=dest
+                )
+            )
         nb = read_notebook(src)
         if lang:
             nb = _translated(nb, src, lang)
@@ -267,7 +284,7 @@ class Result:
     function: str
     points: int
     max_points: int
-    result: str   # one of RESULTS, in every language
+    result: str  # one of RESULTS, in every language
     message: str  # in the language of ATTNLIB_LANG
 
 
@@ -289,6 +306,7 @@ def _replay(recorded: list[dict]):
         if isinstance(value, dict) and "type" in value:
             return type(value["type"], (), {})()  # an object of the same type name
         return value
+
     return fn
 
 
@@ -313,18 +331,25 @@ def grade_one(path: Path, timeout: float = 30.0, executed: list | None = None) -
         while remaining:  # a kernel stuck in an endless loop is replaced by a fresh one
             run = nbformat.from_dict(json.loads(json.dumps(nb)))  # a fresh copy for each kernel
             client = NotebookClient(
-                run, timeout=timeout, kernel_name="python3", allow_errors=True,
-                interrupt_on_timeout=True, record_timing=False,
-                error_on_timeout={"ename": "CellTimeoutError", "traceback": [],
-                                  "evalue": tr("cell ran past {timeout} s").format(timeout=f"{timeout:g}")},
+                run,
+                timeout=timeout,
+                kernel_name="python3",
+                allow_errors=True,
+                interrupt_on_timeout=True,
+                record_timing=False,
+                error_on_timeout={
+                    "ename": "CellTimeoutError",
+                    "traceback": [],
+                    "evalue": tr("cell ran past {timeout} s").format(timeout=f"{timeout:g}"),
+                },
                 resources={"metadata": {"path": tmp}},  # the kernel works in a scratch folder
             )
             with client.setup_kernel():
                 if not _run_cells(client, run, skip, timeout):
                     continue  # stuck: start again without the cell that got it stuck
-                if executed is not None:   # the submission's cells only, not the grader's probes
+                if executed is not None:  # the submission's cells only, not the grader's probes
                     executed[:] = [nbformat.from_dict(json.loads(json.dumps(run)))]
-                    del executed[0].cells[len(nb.cells):]
+                    del executed[0].cells[len(nb.cells) :]
                 while remaining:
                     results.append(_grade_exercise(client, remaining.pop(0), Path(tmp), timeout))
                     if results[-1].result == "timeout" and not _responsive(client):
@@ -362,9 +387,15 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
     cases = check.cases()
     cases_path, results_path = tmp / f"{check.exercise}.cases.pt", tmp / f"{check.exercise}.results.pt"
     torch.save([args for _, args in cases], cases_path)
-    cell = nbformat.v4.new_code_cell(_RUN_CASES.format(
-        name=check.function, spec=forbidden_spec(check.exercise), guard=GUARD_SOURCE,
-        cases=str(cases_path), results=str(results_path)))
+    cell = nbformat.v4.new_code_cell(
+        _RUN_CASES.format(
+            name=check.function,
+            spec=forbidden_spec(check.exercise),
+            guard=GUARD_SOURCE,
+            cases=str(cases_path),
+            results=str(results_path),
+        )
+    )
     client.nb.cells.append(cell)  # nbclient stores outputs into the notebook's cell list
     started = time.monotonic()
     client.execute_cell(cell, len(client.nb.cells) - 1)
@@ -375,21 +406,37 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
 
     if not results_path.exists():
         if elapsed >= timeout:
-            return result(0, "timeout", tr("{function}: did not finish within {timeout} s (an endless loop?)")
-                          .format(function=check.function, timeout=f"{timeout:g}"))
+            return result(
+                0,
+                "timeout",
+                tr("{function}: did not finish within {timeout} s (an endless loop?)").format(
+                    function=check.function, timeout=f"{timeout:g}"
+                ),
+            )
         errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
-        return result(0, "error", tr("{function}: could not be run ({why})").format(
-            function=check.function, why=errors[0] if errors else tr("no results came back")))
+        return result(
+            0,
+            "error",
+            tr("{function}: could not be run ({why})").format(
+                function=check.function, why=errors[0] if errors else tr("no results came back")
+            ),
+        )
     recorded = torch.load(results_path, weights_only=True)
     if recorded["missing"]:
-        return result(0, "missing", tr("no function named {function} was defined (did its cell raise an error?)")
-                      .format(function=check.function))
+        return result(
+            0,
+            "missing",
+            tr("no function named {function} was defined (did its cell raise an error?)").format(
+                function=check.function
+            ),
+        )
     forbidden = [r["forbidden"] for r in recorded["results"] if "forbidden" in r]
     if forbidden:
         return result(0, "forbidden", tr("{name}: {problem}").format(name=check.function, problem=forbidden[0]))
     try:
-        n = compare(check.function, _replay(recorded["results"]), cases, check.reference,
-                    check.hint, check.atol, check.rtol)
+        n = compare(
+            check.function, _replay(recorded["results"]), cases, check.reference, check.hint, check.atol, check.rtol
+        )
     except AssertionError as e:
         return result(0, "fail", str(e))
     return result(check.points, "pass", tr("all {n} cases passed").format(n=n))
@@ -421,21 +468,30 @@ def _width(text: str) -> int:
 
 # ------------------------------------------------------------------ command line
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m coursetools.homework", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_rel = sub.add_parser("release", help="write student versions of chapter notebooks")
     p_rel.add_argument("sources", nargs="+", type=Path, metavar="SRC")
     p_rel.add_argument("--out", required=True, type=Path, metavar="DIR")
-    p_rel.add_argument("--lang", default=None, metavar="LANG",
-                       help="zh_CN: the Chinese edition (markdown from locales/); default English")
+    p_rel.add_argument(
+        "--lang",
+        default=None,
+        metavar="LANG",
+        help="zh_CN: the Chinese edition (markdown from locales/); default English",
+    )
     p_gr = sub.add_parser("grade", help="grade submitted notebooks")
     p_gr.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSION")
-    p_gr.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                      help="seconds each cell may run (default 30)")
+    p_gr.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds each cell may run (default 30)")
     p_gr.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
-    p_gr.add_argument("--jobs", type=int, default=1, metavar="N",
-                      help="grade N submissions at once, each in its own kernel (default 1)")
+    p_gr.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="grade N submissions at once, each in its own kernel (default 1)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -444,9 +500,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(tr("wrote {dest}").format(dest=dest))
             return 0
         if args.jobs < 1:
-            raise HomeworkError(tr("--jobs: expected a number of submissions at once, 1 or more; got {jobs}")
-                                .format(jobs=args.jobs))
-        for path in args.submissions:   # every file must be a chapter notebook before any runs
+            raise HomeworkError(
+                tr("--jobs: expected a number of submissions at once, 1 or more; got {jobs}").format(jobs=args.jobs)
+            )
+        for path in args.submissions:  # every file must be a chapter notebook before any runs
             exercises_of(read_notebook(path), path)
         if args.json and any(args.json.resolve() == p.resolve() for p in args.submissions):
             raise HomeworkError(tr("{path}: is a submission; the report would overwrite it").format(path=args.json))
@@ -455,16 +512,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     reports = []
-    with ThreadPoolExecutor(args.jobs) as pool:   # kernels are processes: threads only wait on them
+    with ThreadPoolExecutor(args.jobs) as pool:  # kernels are processes: threads only wait on them
         graded = pool.map(lambda path: grade_one(path, timeout=args.timeout), args.submissions)
-        for path, results in zip(args.submissions, graded):   # reported in the order given
+        for path, results in zip(args.submissions, graded):  # reported in the order given
             print(report(path, results), flush=True)
-            reports.append({"submission": str(path), "exercises": [asdict(r) for r in results],
-                            "score": sum(r.points for r in results),
-                            "max_score": sum(r.max_points for r in results)})
+            reports.append(
+                {
+                    "submission": str(path),
+                    "exercises": [asdict(r) for r in results],
+                    "score": sum(r.points for r in results),
+                    "max_score": sum(r.max_points for r in results),
+                }
+            )
     if args.json:
-        args.json.write_text(json.dumps({"submissions": reports}, indent=2, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"submissions": reports}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -18,6 +18,7 @@ feedback and the figures' words are then in the same language as the text.
 
     python -m coursetools.translate notebooks/04_masking.ipynb out/04_masking.ipynb   # zh_CN
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,14 +30,23 @@ import nbformat
 
 from attnlib.i18n import tr
 
-__all__ = ["catalog_path", "language_cell", "load_catalog", "translate_markdown", "translate_notebook",
-           "translate_notebook_file", "with_language_cell"]
+__all__ = [
+    "catalog_path",
+    "language_cell",
+    "load_catalog",
+    "translate_markdown",
+    "translate_notebook",
+    "translate_notebook_file",
+    "with_language_cell",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "locales"
 
 # what may stand before a block's text on its first line, and after it on its last
-_PREFIX = re.compile(r"(?:[ \t]*(?:#{1,6}[ \t]+|[-*+][ \t]+|\d+[.)][ \t]+|>[ \t]?|`{3,}\{[a-z-]+\}[ \t]+|\|[ \t]*))*[ \t]*$")
+_PREFIX = re.compile(
+    r"(?:[ \t]*(?:#{1,6}[ \t]+|[-*+][ \t]+|\d+[.)][ \t]+|>[ \t]?|`{3,}\{[a-z-]+\}[ \t]+|\|[ \t]*))*[ \t]*$"
+)
 _SUFFIX = re.compile(r"^[ \t]*(?:\|.*)?$")
 
 
@@ -51,10 +61,14 @@ def load_catalog(docname: str, lang: str = "zh_CN") -> dict[str, str]:
 
     path = catalog_path(docname, lang)
     if not path.exists():
-        raise FileNotFoundError(tr("no {lang} catalog for {docname}: expected {path} (run `make catalogs`, "
-                                   "then translate it)").format(lang=lang, docname=docname, path=path))
-    return {e.msgid: e.msgstr for e in polib.pofile(str(path))
-            if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+        raise FileNotFoundError(
+            tr("no {lang} catalog for {docname}: expected {path} (run `make catalogs`, then translate it)").format(
+                lang=lang, docname=docname, path=path
+            )
+        )
+    return {
+        e.msgid: e.msgstr for e in polib.pofile(str(path)) if e.msgstr and not e.obsolete and "fuzzy" not in e.flags
+    }
 
 
 def _pattern(msgid: str) -> re.Pattern:
@@ -79,11 +93,11 @@ def translate_markdown(source: str, catalog: dict[str, str]) -> tuple[str, set[s
             line_start = source.rfind("\n", 0, m.start()) + 1
             line_end = source.find("\n", m.end())
             line_end = len(source) if line_end < 0 else line_end
-            before = source[line_start:m.start()]
-            in_table = before.rstrip(" \t").endswith("|")          # a table cell: | ... | text | ...
-            if not ((_PREFIX.fullmatch(before) or in_table) and _SUFFIX.match(source[m.end():line_end])):
+            before = source[line_start : m.start()]
+            in_table = before.rstrip(" \t").endswith("|")  # a table cell: | ... | text | ...
+            if not ((_PREFIX.fullmatch(before) or in_table) and _SUFFIX.match(source[m.end() : line_end])):
                 continue
-            out += [source[pos:m.start()], catalog[msgid]]
+            out += [source[pos : m.start()], catalog[msgid]]
             pos = m.end()
             placed.add(msgid)
         if out:
@@ -105,7 +119,7 @@ def translate_notebook(nb, catalog: dict[str, str]) -> tuple[object, set[str]]:
         if caption in catalog:
             figure["caption"] = catalog[caption]
             placed.add(caption)
-        if image.get("alt") in catalog:              # the figure's alt text
+        if image.get("alt") in catalog:  # the figure's alt text
             placed.add(image["alt"])
             image["alt"] = catalog[image["alt"]]
         if cell.cell_type == "markdown":
@@ -114,14 +128,19 @@ def translate_notebook(nb, catalog: dict[str, str]) -> tuple[object, set[str]]:
     return nb, set(catalog) - placed
 
 
-LANGUAGE_TAG = "course-language"     # the tag of the cell that language_cell makes
+LANGUAGE_TAG = "course-language"  # the tag of the cell that language_cell makes
 
 
 def language_cell(lang: str) -> nbformat.NotebookNode:
     """A code cell that makes attnlib speak ``lang``: its checkers' feedback and its figures' words."""
-    source = (tr("# attnlib's checker feedback and figure labels in this notebook's language "
-                 "(ATTNLIB_LANG, see attnlib/i18n.py)", lang)
-              + f'\nimport os\nos.environ["ATTNLIB_LANG"] = "{lang}"')
+    source = (
+        tr(
+            "# attnlib's checker feedback and figure labels in this notebook's language "
+            "(ATTNLIB_LANG, see attnlib/i18n.py)",
+            lang,
+        )
+        + f'\nimport os\nos.environ["ATTNLIB_LANG"] = "{lang}"'
+    )
     return nbformat.v4.new_code_cell(source, metadata={"tags": [LANGUAGE_TAG]})
 
 
@@ -148,8 +167,12 @@ def translate_notebook_file(src: Path, dest: Path, lang: str = "zh_CN") -> set[s
         except Exception:  # not a notebook at all: certainly not ours
             mark = {}
         if mark.get("source") != src.name:
-            raise FileExistsError(tr("{dest} exists and is not a translation made by this tool: move it away "
-                                     "first (it is never overwritten)").format(dest=dest))
+            raise FileExistsError(
+                tr(
+                    "{dest} exists and is not a translation made by this tool: move it away "
+                    "first (it is never overwritten)"
+                ).format(dest=dest)
+            )
     nb = nbformat.read(src, as_version=4)
     translated, missing = translate_notebook(nb, load_catalog(f"notebooks/{src.stem}", lang))
     with_language_cell(translated, lang)

@@ -1,4 +1,5 @@
 """The solution a chapter's notebook gives for its coding exercise, for the checkers' tests."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Shared fixtures: the repository root and one book build per test session."""
+
 from __future__ import annotations
 
 import subprocess
@@ -46,13 +47,17 @@ def _start_book_build() -> None:
     log = ROOT / "_build" / "book-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     _BOOK["log"] = log
-    _BOOK["proc"] = subprocess.Popen([sys.executable, str(ROOT / "book" / "editions.py"), "build"],
-                                     cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    _BOOK["proc"] = subprocess.Popen(
+        [sys.executable, str(ROOT / "book" / "editions.py"), "build"],
+        cwd=ROOT,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def pytest_sessionfinish(session, exitstatus):
     proc = _BOOK.get("proc")
-    if proc is not None and proc.poll() is None:   # stopped early (-x, Ctrl-C): do not leave it running
+    if proc is not None and proc.poll() is None:  # stopped early (-x, Ctrl-C): do not leave it running
         proc.terminate()
         proc.wait(timeout=60)
 
@@ -70,7 +75,7 @@ def book_build() -> subprocess.CompletedProcess:
     Chinese edition, _build/.jupyter_cache_zh, when their code is unchanged).
     The build's output is in _build/book-build.log.
     """
-    _start_book_build()   # when the fixture is asked for outside the collection hook's reach
+    _start_book_build()  # when the fixture is asked for outside the collection hook's reach
     proc = _BOOK["proc"]
     proc.wait(timeout=2400)
     out = _BOOK["log"].read_text(encoding="utf-8", errors="replace")

@@ -1,10 +1,12 @@
 """Chapter 5: attnlib's explicit attention against F.scaled_dot_product_attention."""
+
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnlib._validate import AttnlibError
 from attnlib.attention import attention, attention_weights
@@ -155,10 +157,10 @@ def test_attention_is_causal():
     for t in range(7):
         q2, k2, v2 = q.clone(), k.clone(), v.clone()
         for x in (q2, k2, v2):
-            x[:, t + 1:] = torch.randn(2, 7 - t, 4, generator=g)
+            x[:, t + 1 :] = torch.randn(2, 7 - t, 4, generator=g)
         out2, _ = attention(q2, k2, v2, is_causal=True)
-        torch.testing.assert_close(out2[:, :t + 1], out[:, :t + 1], atol=0, rtol=0)
-        assert not torch.allclose(out2[:, t + 1:], out[:, t + 1:])  # the change was seen later on
+        torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1], atol=0, rtol=0)
+        assert not torch.allclose(out2[:, t + 1 :], out[:, t + 1 :])  # the change was seen later on
 
 
 def test_attention_weights_is_the_weights_of_attention():
@@ -196,14 +198,15 @@ def test_attention_bad_input():
 
 def _fully_masked_case(device):
     g = torch.Generator().manual_seed(11)
-    q, k, v = (torch.randn(2, 3, 4, 8, generator=g).to(device) for _ in range(3))   # (B, n_heads, T, d_head)
+    q, k, v = (torch.randn(2, 3, 4, 8, generator=g).to(device) for _ in range(3))  # (B, n_heads, T, d_head)
     mask = torch.ones(4, 4, dtype=torch.bool).tril().to(device)
-    mask[0] = False                                                                    # query 0 may see no key
+    mask[0] = False  # query 0 may see no key
     return q, k, v, mask
 
 
 def _sdpa_backends(device):
     from torch.nn.attention import SDPBackend
+
     names = ["MATH"] + (["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"] if device == "cuda" else [])
     return [getattr(SDPBackend, n) for n in names if hasattr(SDPBackend, n)]
 
@@ -212,13 +215,14 @@ def _assert_fully_masked_rows_are_zero(device):
     """What the chapters state: SDPA returns zeros (not NaN) for a query whose keys are all masked,
     on this torch version, with the default dispatch and with each backend that accepts a mask."""
     from torch.nn.attention import sdpa_kernel
+
     q, k, v, mask = _fully_masked_case(device)
     outs = {"default": F.scaled_dot_product_attention(q, k, v, attn_mask=mask)}
     for backend in _sdpa_backends(device):
         try:
             with sdpa_kernel(backend):
                 outs[backend.name] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        except RuntimeError:          # this backend does not take a boolean mask on this device
+        except RuntimeError:  # this backend does not take a boolean mask on this device
             continue
     ours, _ = attention(q, k, v, attn_mask=mask)
     for name, out in outs.items():

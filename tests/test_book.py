@@ -1,4 +1,5 @@
 """The book builds with warnings as errors, and the HTML works with no network."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,7 @@ def test_book_builds_without_warnings(book_build):
     assert book_build.returncode == 0, f"jupyter-book build -W failed:\n{log[-6000:]}"
     # The kernel's own notice about its local TCP transport is not a warning about the book.
     kernel_notice = "Kernel is running over TCP without encryption"
-    warnings = [l for l in log.splitlines()
-                if ("WARNING" in l or "ERROR" in l) and kernel_notice not in l]
+    warnings = [l for l in log.splitlines() if ("WARNING" in l or "ERROR" in l) and kernel_notice not in l]
     assert not warnings, "\n".join(warnings)
     assert (HTML / "index.html").exists()
 
@@ -36,8 +36,7 @@ def test_no_script_from_the_network(book_build):
     offenders = [p.relative_to(HTML).as_posix() for p in _html_files() if remote.search(p.read_text("utf-8"))]
     assert not offenders, f"pages load JavaScript from the network: {offenders}"
     cdns = ("unpkg.com", "cdn.jsdelivr.net", "cdnjs.cloudflare.com", "mathjax.org")
-    mentions = [(p.relative_to(HTML).as_posix(), c) for p in _html_files() for c in cdns
-                if c in p.read_text("utf-8")]
+    mentions = [(p.relative_to(HTML).as_posix(), c) for p in _html_files() for c in cdns if c in p.read_text("utf-8")]
     assert not mentions, f"pages mention a CDN: {mentions}"
 
 
@@ -69,6 +68,7 @@ def test_launch_and_repository_buttons(book_build):
 
 # ------------------------------------------------------------------ the Chinese edition (_build/html/zh)
 
+
 def _images(page: Path) -> list[str]:
     """The article's figures, by file name (Sphinx names an output image by a hash of its content)."""
     html = page.read_text("utf-8")
@@ -83,16 +83,21 @@ def test_chinese_edition_has_one_title(book_build):
     heading = re.search(r"<h1>([^<]+)", html).group(1).strip()
     tab = re.search(r"<title>([^<]+)</title>", html).group(1).replace("&#8212;", "—")
     assert heading == "一步一步理解自注意力"
-    assert tab == f"{heading} — {heading}", tab   # the page's heading, then the site's title
-    captions = re.findall(r'role="heading"><span class="caption-text">([^<]+)<', html)   # the parts
+    assert tab == f"{heading} — {heading}", tab  # the page's heading, then the site's title
+    captions = re.findall(r'role="heading"><span class="caption-text">([^<]+)<', html)  # the parts
     assert captions == ["开始之前", "章节", "参考资料"], captions
 
 
 def test_chinese_exercise_titles_use_fullwidth_parentheses(book_build):
     assert book_build.returncode == 0
-    titles = [t for c in CHAPTERS for t in re.findall(
-        r'<p class="admonition-title"><span class="caption-number">练习[^<]*</span>([^<]*)',
-        (ZH / "notebooks" / f"{c}.html").read_text("utf-8"))]
+    titles = [
+        t
+        for c in CHAPTERS
+        for t in re.findall(
+            r'<p class="admonition-title"><span class="caption-number">练习[^<]*</span>([^<]*)',
+            (ZH / "notebooks" / f"{c}.html").read_text("utf-8"),
+        )
+    ]
     assert titles, "no exercise titles found on the Chinese pages"
     wrong = [t for t in titles if t.strip() and not (t.strip().startswith("（") and t.strip().endswith("）"))]
     assert not wrong, f"exercise titles without full-width parentheses: {wrong[:5]}"
@@ -113,15 +118,19 @@ def test_chinese_search_index_has_the_course_terms(book_build):
     terms (键, 值) are indexed too."""
     assert book_build.returncode == 0
     text = (ZH / "searchindex.js").read_text("utf-8")
-    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    index = json.loads(text[text.index("(") + 1 : text.rindex(")")])
     docs = index["docnames"]
-    where = {}   # a word of a page's title is indexed there only
+    where = {}  # a word of a page's title is indexed there only
     for table in ("terms", "titleterms"):
         for term, found in index[table].items():
             where.setdefault(term, set()).update(docs[i] for i in ([found] if isinstance(found, int) else found))
-    for term, page in [("自注意力", "notebooks/08_cross_attention"), ("因果掩码", "notebooks/04_masking"),
-                       ("分组查询注意力", "notebooks/12_kv_cache"), ("键", "notebooks/02_queries_keys"),
-                       ("值", "notebooks/05_softmax_values")]:
+    for term, page in [
+        ("自注意力", "notebooks/08_cross_attention"),
+        ("因果掩码", "notebooks/04_masking"),
+        ("分组查询注意力", "notebooks/12_kv_cache"),
+        ("键", "notebooks/02_queries_keys"),
+        ("值", "notebooks/05_softmax_values"),
+    ]:
         assert page in where.get(term, set()), f"{term!r} is not indexed for {page}"
     language_data = (ZH / "_static" / "language_data.js").read_text("utf-8")
     assert "function splitQuery" in language_data and "自注意力" in language_data

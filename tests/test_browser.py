@@ -11,6 +11,7 @@ shows the theme's English words, and the introduction shows its figure.
 Without Chromium the test is skipped, with a message saying so; under CI
 (`CI=true`) a missing browser is a failure.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,8 +37,10 @@ pytestmark = pytest.mark.slow
 def _require_browser():
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:
-        message = (f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found; "
-                   "`apt-get install chromium chromium-driver`)")
+        message = (
+            f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found; "
+            "`apt-get install chromium chromium-driver`)"
+        )
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message + ": required under CI")
         pytest.skip(message)
@@ -67,12 +70,21 @@ def browser(site, tmp_path_factory):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,1600",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 # the network is blocked: every host but loopback fails to resolve
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1600",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        # the network is blocked: every host but loopback fails to resolve
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
@@ -129,6 +141,7 @@ def test_chinese_chapter_page(browser, site, chapter):
     assert link.text.strip() == "English"
     browser.execute_script("arguments[0].click();", link)
     from selenium.webdriver.support.ui import WebDriverWait
+
     WebDriverWait(browser, 20).until(lambda d: "/zh/" not in d.current_url)
     assert browser.current_url.endswith(f"/notebooks/{chapter}.html"), browser.current_url
     assert browser.find_element(By.CSS_SELECTOR, "a.edition-link").text.strip() == "中文"
@@ -186,7 +199,8 @@ def test_solutions_are_closed_dropdowns_that_open(browser, site, chapter):
     _open(browser, f"{site}/notebooks/{chapter}.html")
     try:  # on a loaded machine the previous page's clicks can still be settling: wait for this page
         WebDriverWait(browser, 20).until(
-            lambda d: chapter in d.current_url and d.find_elements(By.CSS_SELECTOR, "div.solution.dropdown"))
+            lambda d: chapter in d.current_url and d.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
+        )
     except Exception:
         pass
     solutions = browser.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
@@ -217,10 +231,8 @@ def test_search_finds_the_masking_chapter(browser, site, edition, query):
     if not masking:
         pytest.skip("the masking chapter is not written yet")
     _open(browser, f"{site}/{edition}search.html?q={quote(query)}")
-    WebDriverWait(browser, 30).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
-    links = [a.get_attribute("href") for a in
-             browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a"))
+    links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
     assert any(f"/{edition}notebooks/{masking[0]}.html" in href for href in links), links
 
 
@@ -254,9 +266,12 @@ def _search(browser, site, edition: str, query: str) -> list[str]:
     from selenium.webdriver.support.ui import WebDriverWait
 
     _open(browser, f"{site}/{edition}search.html?q={quote(query)}")
-    WebDriverWait(browser, 30).until(   # the summary ("找到 N 个…" / "Search finished…") comes last
-        lambda d: d.find_elements(By.CSS_SELECTOR, "#search-results p.search-summary")
-        and d.find_element(By.CSS_SELECTOR, "#search-results p.search-summary").text.strip())
+    WebDriverWait(browser, 30).until(  # the summary ("找到 N 个…" / "Search finished…") comes last
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, "#search-results p.search-summary")
+            and d.find_element(By.CSS_SELECTOR, "#search-results p.search-summary").text.strip()
+        )
+    )
     return [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#search-results ul.search li a")]
 
 
@@ -273,10 +288,24 @@ def test_chinese_search_finds_the_chapter_that_teaches_a_term(browser, site, que
 
 # What the themes and Jupyter Book write in English on every page, unless translated
 # (locales/zh_CN/LC_MESSAGES/exercise.po; book/_ext/course_html.py, book/editions.py)
-THEME_ENGLISH = ["Search this book", "Repository", "Open issue", "Launch on Binder", "Launch on Colab",
-                 "Toggle primary sidebar", "Toggle secondary sidebar", "Color mode", "System Settings",
-                 "Launch interactive content", "Source repositories", "Table of contents",
-                 "Link to this heading", "© Copyright", "The attention course authors", "列印"]
+THEME_ENGLISH = [
+    "Search this book",
+    "Repository",
+    "Open issue",
+    "Launch on Binder",
+    "Launch on Colab",
+    "Toggle primary sidebar",
+    "Toggle secondary sidebar",
+    "Color mode",
+    "System Settings",
+    "Launch interactive content",
+    "Source repositories",
+    "Table of contents",
+    "Link to this heading",
+    "© Copyright",
+    "The attention course authors",
+    "列印",
+]
 
 _SEEN_TEXT = """
     const page = document.body.cloneNode(true);   // with the text of closed menus (Repository, Open issue)
@@ -289,8 +318,11 @@ _SEEN_TEXT = """
 
 
 def _pages(edition: Path) -> list[str]:
-    return sorted(p.relative_to(edition).as_posix() for p in edition.rglob("*.html")
-                  if not p.relative_to(edition).parts[0].startswith(("_", "reports")))
+    return sorted(
+        p.relative_to(edition).as_posix()
+        for p in edition.rglob("*.html")
+        if not p.relative_to(edition).parts[0].startswith(("_", "reports"))
+    )
 
 
 def test_chinese_pages_have_no_english_theme_words(browser, site):

@@ -6,6 +6,7 @@ then a part "## Source checks" with one subsection per correction of a source, t
 a label ``(sc-b-...)=``; it links to its chapter's section of the errata page, and that
 section has exactly one row linking back to it.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ERRATA = ROOT / "book" / "errata.md"
 MAIN_PATH_WORDS = 2000
-CHAPTERS = [pytest.param(p, id=p.name) for p in NOTEBOOKS]   # test parameters named by file
+CHAPTERS = [pytest.param(p, id=p.name) for p in NOTEBOOKS]  # test parameters named by file
 
 SC_TITLE = re.compile(r"^(#+) Source check \[([A-E](?:, [A-E])*)\]: \S.*$", re.M)
 SC_LABEL = re.compile(r"^\((sc-[a-e]+-[a-z0-9-]+)\)=\s*$")
@@ -68,7 +69,7 @@ def _source_checks(text: str) -> list[tuple[str, str, str]]:
         assert label, f"source check {line!r} needs a label line (sc-<letters>-<slug>)= right above it"
         level = len(m.group(1))
         body = []
-        for nxt in lines[i + 1:]:
+        for nxt in lines[i + 1 :]:
             h = re.match(r"^(#+) ", nxt)
             if h and len(h.group(1)) <= level:
                 break
@@ -81,8 +82,7 @@ def _all_source_checks() -> dict[str, tuple[Path, str, str]]:
     checks = {}
     pages = NOTEBOOKS + sorted((ROOT / "book").glob("*.md"))
     for path in pages:
-        text = (_parts(path)["checks"] if path.suffix == ".ipynb"
-                else path.read_text(encoding="utf-8"))
+        text = _parts(path)["checks"] if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
         for label, letters, body in _source_checks(text):
             assert label not in checks, f"source check label {label} is used twice"
             checks[label] = (path, letters, body)
@@ -91,8 +91,13 @@ def _all_source_checks() -> dict[str, tuple[Path, str, str]]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_chapter_has_its_parts_in_order(path):
-    heads = [line for c in _cells(path) if c["cell_type"] == "markdown"
-             for line in _src(c).splitlines() if re.match(r"^## (Summary|Source checks|Exercises)\s*$", line)]
+    heads = [
+        line
+        for c in _cells(path)
+        if c["cell_type"] == "markdown"
+        for line in _src(c).splitlines()
+        if re.match(r"^## (Summary|Source checks|Exercises)\s*$", line)
+    ]
     order = [h for h in heads]
     assert "## Summary" in order and "## Exercises" in order, f"{path.name}: needs ## Summary and ## Exercises"
     expected = [h for h in ("## Summary", "## Source checks", "## Exercises") if h in order]
@@ -102,8 +107,10 @@ def test_chapter_has_its_parts_in_order(path):
 @pytest.mark.parametrize("path", CHAPTERS)
 def test_main_path_is_at_most_2000_words(path):
     words = len(_parts(path)["main"].split())
-    assert words <= MAIN_PATH_WORDS, (f"{path.name}: the main path (prose before '## Source checks' / "
-                                      f"'## Exercises') has {words} words, more than {MAIN_PATH_WORDS}")
+    assert words <= MAIN_PATH_WORDS, (
+        f"{path.name}: the main path (prose before '## Source checks' / "
+        f"'## Exercises') has {words} words, more than {MAIN_PATH_WORDS}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -112,11 +119,15 @@ def test_source_checks_only_in_their_part(path):
     for part in ("main", "exercises"):
         stray = [m.group(0) for m in SC_TITLE.finditer(parts[part])]
         assert not stray, f"{path.name}: source checks outside '## Source checks': {stray}"
-    loose = [h for h in re.findall(r"^#+ .*[Ss]ource check.*$", parts["checks"], re.M)
-             if not re.match(r"^## Source checks\s*$", h)]
-    bad = [h for h in loose if not SC_TITLE.match(h) or "$" in h]   # {ref} shows a title's TeX raw
-    assert not bad, (f"{path.name}: titles must read 'Source check [B]: what is true', without $math$ "
-                     f"(write √d_k, −∞), found {bad}")
+    loose = [
+        h
+        for h in re.findall(r"^#+ .*[Ss]ource check.*$", parts["checks"], re.M)
+        if not re.match(r"^## Source checks\s*$", h)
+    ]
+    bad = [h for h in loose if not SC_TITLE.match(h) or "$" in h]  # {ref} shows a title's TeX raw
+    assert not bad, (
+        f"{path.name}: titles must read 'Source check [B]: what is true', without $math$ (write √d_k, −∞), found {bad}"
+    )
 
 
 @pytest.mark.parametrize("path", CHAPTERS)
@@ -125,7 +136,8 @@ def test_chapter_shows_the_overview_figure(path):
     assert cells, f"{path.name}: show attnlib.plot.overview with this chapter's step highlighted"
     meta = cells[0].get("metadata", {}).get("mystnb", {})
     assert meta.get("figure", {}).get("caption") and meta.get("image", {}).get("alt"), (
-        f"{path.name}: the overview figure needs a caption and alt text (metadata mystnb.figure/image)")
+        f"{path.name}: the overview figure needs a caption and alt text (metadata mystnb.figure/image)"
+    )
 
 
 @pytest.mark.parametrize("path", CHAPTERS)
@@ -140,7 +152,8 @@ def test_figures_show_under_any_backend(path):
     first_plot = next((c for c in _cells(path) if c["cell_type"] == "code" and "matplotlib" in _src(c)), None)
     assert first_plot is not None and "%matplotlib inline" in _src(first_plot), (
         f"{path.name}: the cell that imports matplotlib must run %matplotlib inline, or the figures vanish "
-        "where MPLBACKEND=Agg is set")
+        "where MPLBACKEND=Agg is set"
+    )
 
 
 def test_every_source_check_links_to_its_errata_row_and_back():
@@ -168,12 +181,14 @@ def test_every_source_check_links_to_its_errata_row_and_back():
         assert len(rows) == 1, f"source check {label} ({path.name}) has {len(rows)} errata rows, expected 1"
         section, row = rows[0]
         assert section == _errata_section(path), (
-            f"the errata row of {label} is under ({section}), expected ({_errata_section(path)})")
+            f"the errata row of {label} is under ({section}), expected ({_errata_section(path)})"
+        )
         cited = re.match(r"^\|\s*([^|]*)\|", row).group(1)
         for letter in letters.split(", "):
             assert f"[{letter}]" in cited, f"errata row of {label} must name source [{letter}] first: {row[:120]}"
         assert _errata_section(path) in REF.findall(body), (
-            f"source check {label} ({path.name}) must link to its errata rows: {{ref}}`... <{_errata_section(path)}>`")
+            f"source check {label} ({path.name}) must link to its errata rows: {{ref}}`... <{_errata_section(path)}>`"
+        )
     orphans = sorted(set(rows_by_label) - set(checks))
     assert not orphans, f"errata rows link to source checks that do not exist: {orphans}"
 
@@ -199,7 +214,7 @@ def test_errata_numbers_come_from_the_chapters():
     errata = ERRATA.read_text(encoding="utf-8")
     texts = {}
     for line in errata.splitlines():
-        if not line.startswith("| [") :
+        if not line.startswith("| ["):
             continue
         cols = [c.strip() for c in line.strip("|").split("|")]
         label = next(r for r in REF.findall(line) if r.startswith("sc-"))
@@ -208,15 +223,17 @@ def test_errata_numbers_come_from_the_chapters():
             continue
         if path not in texts:
             texts[path] = _notebook_text(path).replace(",", "").replace("_", "")
-        claim = " ".join(cols[1:3])                                   # what it says, what is true
+        claim = " ".join(cols[1:3])  # what it says, what is true
         claim = re.sub(r"\{glue:text\}`[^`]*`|\{ref\}`[^`]*`|`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", claim)
         claim = re.sub(r"\$[^$]*\$", lambda m: m.group(0) if re.search(r"\d{2,}|\d\.\d", m.group(0)) else " ", claim)
         for number in re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?", claim):
             plain = number.replace(",", "")
             if len(plain.replace(".", "").lstrip("0")) < 2 and "." not in plain:
-                continue                                              # 0-9: counts, indices
-            assert plain in texts[path], (f"errata row of {label} states {number}, which {path.name} neither "
-                                          "computes nor prints: glue it or print it there")
+                continue  # 0-9: counts, indices
+            assert plain in texts[path], (
+                f"errata row of {label} states {number}, which {path.name} neither "
+                "computes nor prints: glue it or print it there"
+            )
 
 
 def _toc_chapters() -> list[str]:
@@ -238,11 +255,13 @@ def test_next_points_to_the_next_chapter_in_the_toc(path):
     order = _toc_chapters()
     assert path.stem in order, f"{path.name} is not in _toc.yml"
     found = NEXT.findall(_parts(path)["main"])
-    following = order[order.index(path.stem) + 1:]
+    following = order[order.index(path.stem) + 1 :]
     if not following:
         assert not found, f"{path.name} is the last chapter but says what comes next: {found}"
         return
     assert len(found) == 1, f"{path.name}: expected one 'Next, chapter N' line in the main path, found {found}"
     number, target = found[0]
-    assert int(number) == int(following[0][:2]), f"{path.name}: 'Next' names chapter {number}, the toc has {following[0]}"
+    assert int(number) == int(following[0][:2]), (
+        f"{path.name}: 'Next' names chapter {number}, the toc has {following[0]}"
+    )
     assert target in ("", following[0]), f"{path.name}: 'Next' links to {target}, the toc has {following[0]}"

@@ -1,4 +1,5 @@
 """The exercise checkers pass correct answers and explain wrong ones."""
+
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import torch.nn.functional as F
 from attnlib import check, embed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _solutions import solution_of  # noqa: E402  (tests/_solutions.py)
+from _solutions import solution_of
 
 
 def one_hot(ids, V):
@@ -34,6 +35,7 @@ def test_one_hot_rows_passes_reference(capsys):
 def test_one_hot_rows_wrong_values():
     def off_by_one(ids, V):
         return one_hot((ids + 1) % V, V)
+
     with pytest.raises(AssertionError, match=r"(?s)wrong values.*case:.*input:.*expected:.*got:.*hint:"):
         check.one_hot_rows(off_by_one)
 
@@ -43,16 +45,20 @@ def test_one_hot_rows_fails_on_batches_if_only_1d_works():
         out = torch.zeros(len(ids), V)
         out[torch.arange(len(ids)), ids] = 1
         return out
+
     with pytest.raises(AssertionError, match=r"(?s)(wrong shape|raised).*case: a batch"):
         check.one_hot_rows(only_1d)
 
 
-@pytest.mark.parametrize("student, match", [
-    (lambda ids, V: one_hot(ids, V).tolist(), r"expected a torch.Tensor, got list"),
-    (lambda ids, V: (ids[..., None] == torch.arange(V)), r"expected a floating-point tensor, got dtype torch.bool"),
-    (lambda ids, V: one_hot(ids, V)[..., :-1], r"(?s)wrong shape.*expected shape.*got shape"),
-    (lambda ids, V: 1 / 0, r"(?s)your function raised ZeroDivisionError.*input:"),
-])
+@pytest.mark.parametrize(
+    "student, match",
+    [
+        (lambda ids, V: one_hot(ids, V).tolist(), r"expected a torch.Tensor, got list"),
+        (lambda ids, V: ids[..., None] == torch.arange(V), r"expected a floating-point tensor, got dtype torch.bool"),
+        (lambda ids, V: one_hot(ids, V)[..., :-1], r"(?s)wrong shape.*expected shape.*got shape"),
+        (lambda ids, V: 1 / 0, r"(?s)your function raised ZeroDivisionError.*input:"),
+    ],
+)
 def test_one_hot_rows_messages(student, match):
     with pytest.raises(AssertionError, match=match):
         check.one_hot_rows(student)
@@ -61,6 +67,7 @@ def test_one_hot_rows_messages(student, match):
 def test_stub_is_reported_as_not_implemented():
     def stub(ids, V):
         raise NotImplementedError("write one_hot_rows")
+
     with pytest.raises(AssertionError, match="not implemented yet"):
         check.one_hot_rows(stub)
 
@@ -73,22 +80,24 @@ def test_not_a_function():
 def test_mean_embedding():
     check.mean_embedding(lambda ids, table: embed(ids, table).mean(0))
     with pytest.raises(AssertionError, match="wrong values"):
-        check.mean_embedding(lambda ids, table: embed(ids, table).sum(0))          # forgot to divide
+        check.mean_embedding(lambda ids, table: embed(ids, table).sum(0))  # forgot to divide
     with pytest.raises(AssertionError, match="wrong shape"):
         check.mean_embedding(lambda ids, table: embed(ids, table).mean(0, keepdim=True))
 
 
 def test_checker_does_not_let_student_mutate_inputs():
     def mutating(ids, V):
-        ids += 0   # in place on the checker's copy
+        ids += 0  # in place on the checker's copy
         return one_hot(ids, V)
+
     check.one_hot_rows(mutating)
 
 
 def test_book_homework_page_shows_a_real_message():
     """book/homework.md quotes the checker's message for a flattening one_hot: keep it true."""
-    from pathlib import Path
     import re
+    from pathlib import Path
+
     doc = (Path(__file__).resolve().parent.parent / "book" / "homework.md").read_text(encoding="utf-8")
     shown = re.search(r"```text\n(AssertionError: one_hot_rows: wrong shape\n.*?)\n```", doc, re.S).group(1)
     with pytest.raises(AssertionError) as info:
@@ -97,6 +106,7 @@ def test_book_homework_page_shows_a_real_message():
 
 
 # ------------------------------------------------------------------ every registered checker
+
 
 def _nudge(value):
     """A wrong answer close to the right one: each number moved, each bool flipped."""
@@ -141,13 +151,16 @@ def _naive_softmax(x):
     return e / e.sum(dim=-1, keepdim=True)
 
 
-@pytest.mark.parametrize("name, wrong", [
-    ("scaled_scores", _no_scale),
-    ("scaled_scores", lambda q, k: _no_scale(q, k) / q.shape[-1]),         # divides by d_k, not sqrt(d_k)
-    ("stable_softmax", _naive_softmax),
-    ("stable_softmax", lambda x: torch.softmax(x, dim=-1)),                 # NaN for an all -inf row
-    ("scores", lambda x, w_q, w_k: (x @ w_k) @ (x @ w_q).transpose(-2, -1)),  # K Q^T instead of Q K^T
-])
+@pytest.mark.parametrize(
+    "name, wrong",
+    [
+        ("scaled_scores", _no_scale),
+        ("scaled_scores", lambda q, k: _no_scale(q, k) / q.shape[-1]),  # divides by d_k, not sqrt(d_k)
+        ("stable_softmax", _naive_softmax),
+        ("stable_softmax", lambda x: torch.softmax(x, dim=-1)),  # NaN for an all -inf row
+        ("scores", lambda x, w_q, w_k: (x @ w_k) @ (x @ w_q).transpose(-2, -1)),  # K Q^T instead of Q K^T
+    ],
+)
 def test_checkers_catch_the_classic_mistakes(name, wrong):
     with pytest.raises(AssertionError, match=r"(?s)case:.*hint:"):
         getattr(check, name)(wrong)
@@ -155,22 +168,28 @@ def test_checkers_catch_the_classic_mistakes(name, wrong):
 
 # ------------------------------------------------------------------ not calling the answer
 
+
 @pytest.mark.parametrize("label", sorted(check.CHECKS))
 def test_every_checker_rejects_its_own_reference(label):
     """Handing the checker its reference scores nothing: it is what the answer is checked against."""
     entry = check.CHECKS[label]
-    with pytest.raises(AssertionError, match=rf"^{entry.function}: write {entry.function} yourself; "
-                                             r".* is what your answer is checked against$"):
+    with pytest.raises(
+        AssertionError,
+        match=rf"^{entry.function}: write {entry.function} yourself; "
+        r".* is what your answer is checked against$",
+    ):
         entry(entry.reference)
 
 
 def _softmax_by_alias(x):
-    from attnlib.softmax import softmax as my_softmax      # an aliased import
+    from attnlib.softmax import softmax as my_softmax  # an aliased import
+
     return my_softmax(x)
 
 
 def _softmax_by_getattr(x):
     import attnlib
+
     return getattr(attnlib, "soft" + "max")(x)
 
 
@@ -182,6 +201,7 @@ def _softmax_caught(x):
     """Calls the answer, swallows the error, and returns a right answer anyway."""
     try:
         import attnlib
+
         return attnlib.softmax(x)
     except Exception:
         return _softmax_by_hand(x)
@@ -195,36 +215,48 @@ def _softmax_by_hand(x):
     return e / torch.where(s == 0, torch.ones_like(s), s)
 
 
-@pytest.mark.parametrize("student", [
-    __import__("attnlib").softmax,                     # directly
-    lambda x: __import__("attnlib").softmax(x),        # called inside the student's function
-    _softmax_by_alias, _softmax_by_getattr, _softmax_by_registry, _softmax_caught,
-    lambda x: __import__("functools").partial(__import__("attnlib").softmax, dim=-1)(x),
-])
+@pytest.mark.parametrize(
+    "student",
+    [
+        __import__("attnlib").softmax,  # directly
+        lambda x: __import__("attnlib").softmax(x),  # called inside the student's function
+        _softmax_by_alias,
+        _softmax_by_getattr,
+        _softmax_by_registry,
+        _softmax_caught,
+        lambda x: __import__("functools").partial(__import__("attnlib").softmax, dim=-1)(x),
+    ],
+)
 def test_calling_the_answer_fails_however_it_is_reached(student):
-    with pytest.raises(AssertionError, match=r"^stable_softmax: write stable_softmax yourself; attnlib.softmax "
-                                             r"is what your answer is checked against$"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^stable_softmax: write stable_softmax yourself; attnlib.softmax "
+        r"is what your answer is checked against$",
+    ):
         check.stable_softmax(student)
-    check.stable_softmax(_softmax_by_hand)           # the honest answer still passes, and the guard is gone
+    check.stable_softmax(_softmax_by_hand)  # the honest answer still passes, and the guard is gone
     import sys
+
     assert sys.getprofile() is None
 
 
 def test_declared_functions_and_other_references_are_forbidden_with_their_reason():
     import attnlib
 
-    def combine_masks(lengths, T):                      # the exercise says: neither causal_mask nor padding_mask
+    def combine_masks(lengths, T):  # the exercise says: neither causal_mask nor padding_mask
         return attnlib.causal_mask(T) & attnlib.padding_mask(lengths, T)
+
     with pytest.raises(AssertionError, match="asks you to write combine_masks without attnlib.causal_mask"):
         check.combine_masks(combine_masks)
 
-    def attend_with_cache(q_new, k_cache, v_cache):     # another exercise's answer, attnlib.softmax, inside
+    def attend_with_cache(q_new, k_cache, v_cache):  # another exercise's answer, attnlib.softmax, inside
         group = q_new.shape[1] // k_cache.shape[1]
         k, v = k_cache.repeat_interleave(group, 1), v_cache.repeat_interleave(group, 1)
         T_new, T_k = q_new.shape[2], k.shape[2]
         allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(T_k - T_new)
         scores = (q_new @ k.transpose(-2, -1) / q_new.shape[-1] ** 0.5).masked_fill(~allowed, float("-inf"))
         return attnlib.softmax(scores) @ v
+
     with pytest.raises(AssertionError, match="attnlib.softmax is the answer to exercise ch05-stable-softmax"):
         check.attend_with_cache(attend_with_cache)
 
@@ -233,8 +265,9 @@ def test_allowed_helpers_keep_working(capsys):
     """ch01-mean-embedding may use attnlib.one_hot (ch01-one-hot's answer) and attnlib.embed."""
     import attnlib
 
-    check.mean_embedding(lambda ids, table: (attnlib.one_hot(ids, table.shape[0], dtype=table.dtype)
-                                             .sum(0) / len(ids)) @ table)
+    check.mean_embedding(
+        lambda ids, table: (attnlib.one_hot(ids, table.shape[0], dtype=table.dtype).sum(0) / len(ids)) @ table
+    )
     check.mean_embedding(lambda ids, table: attnlib.embed(ids, table).mean(0))
     assert capsys.readouterr().out.count("check.mean_embedding: all") == 2
 
@@ -256,6 +289,7 @@ def test_every_forbidden_name_resolves_in_a_fresh_namespace():
 def test_book_homework_page_shows_the_real_forbidden_message():
     """book/homework.md quotes what a stable softmax that returns attnlib.softmax(x) is told."""
     import re
+
     import attnlib
 
     doc = (Path(__file__).resolve().parent.parent / "book" / "homework.md").read_text(encoding="utf-8")

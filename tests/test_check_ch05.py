@@ -1,5 +1,6 @@
 """Chapter 5's checkers: `shifted_output`'s reference is what attention with shifted values
 measurably returns, its cases include the ones that tell, and the classic mistakes are caught."""
+
 import pytest
 import torch
 
@@ -20,7 +21,7 @@ def test_reference_equals_attention_run_again_with_shifted_values():
     setups = _shifted_values_setups()
     assert [label for label, _ in cases] == [label for label, _ in setups]
     for (label, (out, weights, shift)), (_, (q, k, v, mask, scale, c)) in zip(cases, setups):
-        expected, w_again = attention(q, k, v + c, attn_mask=mask, scale=scale)   # attention, run again
+        expected, w_again = attention(q, k, v + c, attn_mask=mask, scale=scale)  # attention, run again
         assert torch.equal(w_again, weights), f"{label}: shifting the values moved the weights"
         got = CHECKS["ch05-shifted-values"].reference(out, weights, shift)
         assert got.dtype == out.dtype, label
@@ -40,20 +41,27 @@ def test_cases_include_the_telling_ones():
 def test_a_correct_solution_passes(capsys):
     def shifted_output(out, weights, shift):
         return out + weights.sum(dim=-1, keepdim=True) * shift
+
     check.shifted_output(shifted_output)
-    assert f"check.shifted_output: all {len(CHECKS['ch05-shifted-values'].cases())} cases passed" in capsys.readouterr().out
+    assert (
+        f"check.shifted_output: all {len(CHECKS['ch05-shifted-values'].cases())} cases passed"
+        in capsys.readouterr().out
+    )
 
 
-@pytest.mark.parametrize("wrong, first_failure", [
-    # every row's weights sum to 1, forgetting the queries with no key
-    (lambda out, w, s: out + s, "query 1 has every key masked"),
-    # the shift ignored: "attention normalises it away"
-    (lambda out, w, s: out, "the worked example"),
-    # the shift weighted by the mean weight instead of the sum
-    (lambda out, w, s: out + w.mean(dim=-1, keepdim=True) * s, "the worked example"),
-    # the dtype lost
-    (lambda out, w, s: (out + w.sum(dim=-1, keepdim=True) * s).float(), "float64"),
-])
+@pytest.mark.parametrize(
+    "wrong, first_failure",
+    [
+        # every row's weights sum to 1, forgetting the queries with no key
+        (lambda out, w, s: out + s, "query 1 has every key masked"),
+        # the shift ignored: "attention normalises it away"
+        (lambda out, w, s: out, "the worked example"),
+        # the shift weighted by the mean weight instead of the sum
+        (lambda out, w, s: out + w.mean(dim=-1, keepdim=True) * s, "the worked example"),
+        # the dtype lost
+        (lambda out, w, s: (out + w.sum(dim=-1, keepdim=True) * s).float(), "float64"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, first_failure):
     with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*hint:"):
         check.shifted_output(wrong)

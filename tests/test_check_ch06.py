@@ -1,15 +1,16 @@
 """Chapter 6's checker: causal multi-head self-attention from plain tensors, against
 nn.MultiheadAttention. The reference is right (checked against attnlib in float64), the
 notebook's solution passes, and the classic mistakes fail."""
+
 import math
 
 import pytest
 import torch
+from _solutions import notebook_solution
 from torch import nn
 
-from attnlib import MultiHeadAttention, causal_mask, check
+from attnlib import MultiHeadAttention, check
 from attnlib.check import CHECKS
-from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
 ENTRY = CHECKS["ch06-causal-mha"]
 
@@ -19,18 +20,18 @@ def _plain(x, w_q, w_k, w_v, w_o, n_heads, *, mask=True, transpose=True, output=
     B, T, d_model = x.shape
     d_head = d_model // n_heads
 
-    def split(t):                                               # (B, T, d_model) -> (B, n_heads, T, d_head)
+    def split(t):  # (B, T, d_model) -> (B, n_heads, T, d_head)
         if transpose:
             return t.reshape(B, T, n_heads, d_head).transpose(1, 2)
-        return t.reshape(B, n_heads, T, d_head)                 # right shape, wrong numbers
+        return t.reshape(B, n_heads, T, d_head)  # right shape, wrong numbers
 
     q, k, v = split(x @ w_q), split(x @ w_k), split(x @ w_v)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)        # (B, n_heads, T, T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # (B, n_heads, T, T)
     if mask:
-        allowed = torch.ones(T, T, dtype=torch.bool).tril()     # True = may attend
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()  # True = may attend
         scores = scores.masked_fill(~allowed, float("-inf"))
-    heads = torch.softmax(scores, dim=-1) @ v                   # (B, n_heads, T, d_head)
-    concat = heads.transpose(1, 2).reshape(B, T, d_model)       # (B, T, d_model)
+    heads = torch.softmax(scores, dim=-1) @ v  # (B, n_heads, T, d_head)
+    concat = heads.transpose(1, 2).reshape(B, T, d_model)  # (B, T, d_model)
     out = concat @ w_o if output else concat
     return out if cast is None else out.to(cast)
 
@@ -62,7 +63,7 @@ def test_reference_equals_attnlib_in_float64():
         layer = MultiHeadAttention(x.shape[-1], n_heads, bias=False).double()
         with torch.no_grad():
             for linear, w in zip((layer.w_q, layer.w_k, layer.w_v, layer.w_o), (w_q, w_k, w_v, w_o)):
-                linear.weight.copy_(w.double().T)                # nn.Linear stores W transposed
+                linear.weight.copy_(w.double().T)  # nn.Linear stores W transposed
             expected, _ = layer(x.double(), is_causal=True)
         # well inside the checker's tolerance: any correct float32 solution has room to pass
         torch.testing.assert_close(got.double(), expected, atol=ENTRY.atol / 10, rtol=ENTRY.rtol / 10, msg=label)
@@ -87,7 +88,9 @@ def test_checking_leaves_the_global_random_state_alone():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    return notebook_solution("06_multihead.ipynb", "causal_self_attention", ('MultiHeadAttention', 'MultiheadAttention', 'attnlib'))
+    return notebook_solution(
+        "06_multihead.ipynb", "causal_self_attention", ("MultiHeadAttention", "MultiheadAttention", "attnlib")
+    )
 
 
 def test_the_solutions_pass(capsys):
@@ -97,18 +100,21 @@ def test_the_solutions_pass(capsys):
     assert out.count(f"check.causal_self_attention: all {len(CHECKS['ch06-causal-mha'].cases())} cases passed") == 2
 
 
-@pytest.mark.parametrize("wrong, match", [
-    # no causal mask: every query sees the future
-    (lambda *a: _plain(*a, mask=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
-    # split and merge by reshape alone: the right shape, heads cut across tokens
-    (lambda *a: _plain(*a, transpose=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
-    # W_O forgotten: the concatenation returned
-    (lambda *a: _plain(*a, output=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
-    # nn.MultiheadAttention given the mask un-inverted: each query sees only the future, the last none
-    (_torch_mask_not_inverted, r"(wrong values|contains NaN).*case: the chapter's GPT-2 small sizes"),
-    # the dtype lost
-    (lambda *a: _plain(*a, cast=torch.float32), r"wrong dtype.*case: float64"),
-])
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        # no causal mask: every query sees the future
+        (lambda *a: _plain(*a, mask=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
+        # split and merge by reshape alone: the right shape, heads cut across tokens
+        (lambda *a: _plain(*a, transpose=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
+        # W_O forgotten: the concatenation returned
+        (lambda *a: _plain(*a, output=False), r"wrong values.*case: the chapter's GPT-2 small sizes"),
+        # nn.MultiheadAttention given the mask un-inverted: each query sees only the future, the last none
+        (_torch_mask_not_inverted, r"(wrong values|contains NaN).*case: the chapter's GPT-2 small sizes"),
+        # the dtype lost
+        (lambda *a: _plain(*a, cast=torch.float32), r"wrong dtype.*case: float64"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, match):
     with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
         check.causal_self_attention(wrong)
@@ -119,10 +125,12 @@ def test_a_softmax_without_the_row_maximum_fails_on_large_values():
         B, T, d_model = x.shape
         d_head = d_model // n_heads
         q, k, v = (t.reshape(B, T, n_heads, d_head).transpose(1, 2) for t in (x @ w_q, x @ w_k, x @ w_v))
-        s = (q @ k.transpose(-2, -1) / math.sqrt(d_head)).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(),
-                                                                       float("-inf"))
-        e = torch.exp(s)                                        # overflows to inf for large scores
+        s = (q @ k.transpose(-2, -1) / math.sqrt(d_head)).masked_fill(
+            ~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")
+        )
+        e = torch.exp(s)  # overflows to inf for large scores
         y = (e / e.sum(dim=-1, keepdim=True)) @ v
         return y.transpose(1, 2).reshape(B, T, d_model) @ w_o
+
     with pytest.raises(AssertionError, match=r"(?s)case: large values.*hint:"):
         check.causal_self_attention(naive)

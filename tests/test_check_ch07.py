@@ -1,4 +1,5 @@
 """Chapter 7's checker: attention_params_heads accepts every correct count and explains wrong ones."""
+
 import pytest
 
 from attnlib import attention_params, check
@@ -36,19 +37,25 @@ def test_cases_cover_every_kind_of_head_width():
 
 def test_a_correct_formula_passes(capsys):
     check.attention_params_heads(_formula)
-    assert f"check.attention_params_heads: all {len(CHECKS['ch07-head-width'].cases())} cases passed" in capsys.readouterr().out
+    assert (
+        f"check.attention_params_heads: all {len(CHECKS['ch07-head-width'].cases())} cases passed"
+        in capsys.readouterr().out
+    )
 
 
-@pytest.mark.parametrize("wrong, first_failure", [
-    # heads never matter: 4 d^2 + 4 d whatever n_heads * d_head is
-    (lambda d, n, dh: 4 * d * d + 4 * d, "GPT-3 XL"),
-    # forgot the biases
-    (lambda d, n, dh: 4 * d * n * dh, "GPT-2 small"),
-    # W_O's bias taken as wide as the heads instead of d_model
-    (lambda d, n, dh: 4 * d * n * dh + 4 * n * dh, "GPT-3 XL"),
-    # counted one head's projections only
-    (lambda d, n, dh: 3 * (d * dh + dh) + n * dh * d + d, "GPT-2 small"),
-])
+@pytest.mark.parametrize(
+    "wrong, first_failure",
+    [
+        # heads never matter: 4 d^2 + 4 d whatever n_heads * d_head is
+        (lambda d, n, dh: 4 * d * d + 4 * d, "GPT-3 XL"),
+        # forgot the biases
+        (lambda d, n, dh: 4 * d * n * dh, "GPT-2 small"),
+        # W_O's bias taken as wide as the heads instead of d_model
+        (lambda d, n, dh: 4 * d * n * dh + 4 * n * dh, "GPT-3 XL"),
+        # counted one head's projections only
+        (lambda d, n, dh: 3 * (d * dh + dh) + n * dh * d + d, "GPT-2 small"),
+    ],
+)
 def test_wrong_counts_are_caught_at_the_telling_case(wrong, first_failure):
     with pytest.raises(AssertionError, match=rf"(?s)wrong value.*case: {first_failure}.*hint:"):
         check.attention_params_heads(wrong)

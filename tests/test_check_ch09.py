@@ -4,10 +4,10 @@ solution passes, and the classic mistakes fail."""
 
 import pytest
 import torch
+from _solutions import notebook_solution
 
 from attnlib import check
 from attnlib.check import CHECKS
-from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
 ENTRY = CHECKS["ch09-rope"]
 
@@ -15,26 +15,26 @@ ENTRY = CHECKS["ch09-rope"]
 def _complex_rope(x, positions):
     """Su et al. 2021: pair (2i, 2i+1) as x_2i + j x_2i+1, times exp(j t theta_i), theta_i = 10000^(-2i/d)."""
     d = x.shape[-1]
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)          # (d/2,)
-    turn = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64),
-                       positions.double()[:, None] * theta)                        # (T, d/2), complex
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    turn = torch.polar(
+        torch.ones(len(positions), d // 2, dtype=torch.float64), positions.double()[:, None] * theta
+    )  # (T, d/2), complex
     z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(z * turn).flatten(-2)                               # (..., T, d)
+    return torch.view_as_real(z * turn).flatten(-2)  # (..., T, d)
 
 
-def _plain(x, positions, *, halves=False, exponent=2.0, sign=1.0, ignore_positions=False,
-           concat=False, cast=None):
+def _plain(x, positions, *, halves=False, exponent=2.0, sign=1.0, ignore_positions=False, concat=False, cast=None):
     """RoPE from plain tensors, with switches for the classic mistakes."""
     d = x.shape[-1]
     T = x.shape[-2]
     pos = torch.arange(T) if ignore_positions else positions
     i = torch.arange(d // 2, dtype=torch.float64)
-    theta = 10000.0 ** (-exponent * i / d)                                        # right: exponent 2
-    ang = pos.double()[:, None] * theta                                            # (T, d/2)
+    theta = 10000.0 ** (-exponent * i / d)  # right: exponent 2
+    ang = pos.double()[:, None] * theta  # (T, d/2)
     cos, sin = ang.cos(), sign * ang.sin()
     xd = x.double()
-    if halves:                                                                     # "rotate half": i with i + d/2
-        a, b = xd[..., : d // 2], xd[..., d // 2:]
+    if halves:  # "rotate half": i with i + d/2
+        a, b = xd[..., : d // 2], xd[..., d // 2 :]
         out = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
     else:
         a, b = xd[..., 0::2], xd[..., 1::2]
@@ -52,8 +52,9 @@ def test_reference_equals_complex_multiplication():
         got = ENTRY.reference(x, positions)
         assert got.dtype == x.dtype and got.shape == x.shape, label
         # well inside the checker's tolerance: a correct float32 solution has room to pass
-        torch.testing.assert_close(got.double(), _complex_rope(x, positions),
-                                   atol=ENTRY.atol / 10, rtol=ENTRY.rtol / 10, msg=label)
+        torch.testing.assert_close(
+            got.double(), _complex_rope(x, positions), atol=ENTRY.atol / 10, rtol=ENTRY.rtol / 10, msg=label
+        )
 
 
 def test_cases_include_the_edge_cases():
@@ -78,7 +79,7 @@ def test_checking_leaves_the_global_random_state_alone():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    return notebook_solution("09_positions.ipynb", "rope", ('attnlib', 'apply_rope'))
+    return notebook_solution("09_positions.ipynb", "rope", ("attnlib", "apply_rope"))
 
 
 def test_the_solutions_pass(capsys):
@@ -93,20 +94,23 @@ def _complex_rope_keeping_dtype(x, positions):
     return _complex_rope(x, positions).to(x.dtype)
 
 
-@pytest.mark.parametrize("wrong, match", [
-    # GPT-NeoX / HF LLaMA pairing: only d_head = 2 agrees
-    (lambda x, p: _plain(x, p, halves=True), r"wrong values.*case: d_head = 4"),
-    # theta_i = 10000^(-i/d): the frequencies fall too slowly
-    (lambda x, p: _plain(x, p, exponent=1.0), r"wrong values.*case: d_head = 4"),
-    # turned the other way: (cos t, -sin t)
-    (lambda x, p: _plain(x, p, sign=-1.0), r"wrong values.*case: one pair"),
-    # positions ignored: rows turned by 0 .. T-1 whatever positions says
-    (lambda x, p: _plain(x, p, ignore_positions=True), r"wrong values.*case: all positions 0"),
-    # the rotated evens and odds concatenated instead of put back in place
-    (lambda x, p: _plain(x, p, concat=True), r"wrong values.*case: d_head = 4"),
-    # the dtype lost
-    (lambda x, p: _plain(x, p, cast=torch.float32), r"wrong dtype.*case: float64"),
-])
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        # GPT-NeoX / HF LLaMA pairing: only d_head = 2 agrees
+        (lambda x, p: _plain(x, p, halves=True), r"wrong values.*case: d_head = 4"),
+        # theta_i = 10000^(-i/d): the frequencies fall too slowly
+        (lambda x, p: _plain(x, p, exponent=1.0), r"wrong values.*case: d_head = 4"),
+        # turned the other way: (cos t, -sin t)
+        (lambda x, p: _plain(x, p, sign=-1.0), r"wrong values.*case: one pair"),
+        # positions ignored: rows turned by 0 .. T-1 whatever positions says
+        (lambda x, p: _plain(x, p, ignore_positions=True), r"wrong values.*case: all positions 0"),
+        # the rotated evens and odds concatenated instead of put back in place
+        (lambda x, p: _plain(x, p, concat=True), r"wrong values.*case: d_head = 4"),
+        # the dtype lost
+        (lambda x, p: _plain(x, p, cast=torch.float32), r"wrong dtype.*case: float64"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, match):
     with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
         check.rope(wrong)

@@ -4,10 +4,10 @@ and the classic mistakes fail."""
 
 import pytest
 import torch
+from _solutions import notebook_solution
 
 from attnlib import check
 from attnlib.check import CHECKS
-from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
 ENTRY = CHECKS["ch10-weight-on"]
 
@@ -21,8 +21,8 @@ def _loop(weights, key):
 def _gather(weights, key):
     """torch.gather on the key axis, then a mean over the scored queries only."""
     scored = key >= 0
-    index = key.clamp(min=0).expand(*weights.shape[:-1])[..., None]        # (..., T_q, 1)
-    on_key = weights.gather(-1, index)[..., 0]                              # (..., T_q)
+    index = key.clamp(min=0).expand(*weights.shape[:-1])[..., None]  # (..., T_q, 1)
+    on_key = weights.gather(-1, index)[..., 0]  # (..., T_q)
     return (on_key * scored).sum(dim=-1) / scored.sum()
 
 
@@ -59,7 +59,7 @@ def test_checking_leaves_the_global_random_state_alone():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    return notebook_solution("10_trained_attention.ipynb", "weight_on", ('attnlib',))
+    return notebook_solution("10_trained_attention.ipynb", "weight_on", ("attnlib",))
 
 
 def test_the_solutions_pass(capsys):
@@ -70,19 +70,24 @@ def test_the_solutions_pass(capsys):
     assert out.count(f"check.weight_on: all {len(CHECKS['ch10-weight-on'].cases())} cases passed") == 3
 
 
-@pytest.mark.parametrize("wrong, match", [
-    # -1 used as an index: the last key's weight counts for queries that are not scored
-    (lambda w, key: w[..., torch.arange(len(key)), key].mean(dim=-1), r"wrong values"),
-    # the right weights, but averaged over every query (zeros for the unscored ones)
-    (lambda w, key: (w[..., torch.arange(len(key)), key.clamp(min=0)] * (key >= 0)).mean(dim=-1), r"wrong values"),
-    # query and key swapped: weights[..., key[t], t]
-    (lambda w, key: w[..., key[key >= 0], torch.arange(len(key))[key >= 0]].mean(dim=-1),
-     r"(wrong values|raised IndexError)"),
-    # averaged over the batch and heads too: one number
-    (lambda w, key: _loop(w, key).mean(), r"wrong shape"),
-    # float64 lost
-    (lambda w, key: _loop(w, key).float(), r"wrong dtype.*case: float64"),
-])
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        # -1 used as an index: the last key's weight counts for queries that are not scored
+        (lambda w, key: w[..., torch.arange(len(key)), key].mean(dim=-1), r"wrong values"),
+        # the right weights, but averaged over every query (zeros for the unscored ones)
+        (lambda w, key: (w[..., torch.arange(len(key)), key.clamp(min=0)] * (key >= 0)).mean(dim=-1), r"wrong values"),
+        # query and key swapped: weights[..., key[t], t]
+        (
+            lambda w, key: w[..., key[key >= 0], torch.arange(len(key))[key >= 0]].mean(dim=-1),
+            r"(wrong values|raised IndexError)",
+        ),
+        # averaged over the batch and heads too: one number
+        (lambda w, key: _loop(w, key).mean(), r"wrong shape"),
+        # float64 lost
+        (lambda w, key: _loop(w, key).float(), r"wrong dtype.*case: float64"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, match):
     with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
         check.weight_on(wrong)

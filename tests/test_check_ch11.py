@@ -1,14 +1,15 @@
 """Chapter 11's checker: the longest context whose attention weights fit in a memory budget.
 The reference is right (against a search over T with tensors on the meta device, whose
 sizes PyTorch computes), the notebook's solution passes, and the classic mistakes fail."""
+
 import math
 
 import pytest
 import torch
+from _solutions import notebook_solution
 
 from attnlib import check
 from attnlib.check import CHECKS
-from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
 ENTRY = CHECKS["ch11-longest-context"]
 
@@ -25,7 +26,7 @@ def _search(budget, B, n_heads, dtype):
     lo, hi = 1, 2
     while _weights_bytes(B, n_heads, hi, dtype) <= budget:
         lo, hi = hi, hi * 2
-    while hi - lo > 1:                      # fits at lo, not at hi
+    while hi - lo > 1:  # fits at lo, not at hi
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if _weights_bytes(B, n_heads, mid, dtype) <= budget else (lo, mid)
     return lo
@@ -58,7 +59,7 @@ def test_cases_include_the_edge_cases():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    return notebook_solution("11_cost.ipynb", "longest_context", ('attnlib',))
+    return notebook_solution("11_cost.ipynb", "longest_context", ("attnlib",))
 
 
 def _with_float_sqrt(budget, B, n_heads, dtype):
@@ -67,27 +68,33 @@ def _with_float_sqrt(budget, B, n_heads, dtype):
 
 def test_the_solutions_pass(capsys):
     check.longest_context(_notebook_solution())
-    check.longest_context(_with_float_sqrt)                 # floor of a float square root: right at these sizes
+    check.longest_context(_with_float_sqrt)  # floor of a float square root: right at these sizes
     out = capsys.readouterr().out
     assert out.count(f"check.longest_context: all {len(CHECKS['ch11-longest-context'].cases())} cases passed") == 2
 
 
-@pytest.mark.parametrize("wrong, match", [
-    # the batch forgotten
-    (lambda b, B, h, dt: math.isqrt(b // (h * dt.itemsize)), r"wrong value.*case: a batch of 8"),
-    # the heads forgotten
-    (lambda b, B, h, dt: math.isqrt(b // (B * dt.itemsize)), r"wrong value.*case: GPT-2 small"),
-    # always 4 bytes a number
-    (lambda b, B, h, dt: math.isqrt(b // (B * h * 4)), r"wrong value.*case: float16"),
-    # rounded to the nearest T, not down: one byte short still gives T = 1000
-    (lambda b, B, h, dt: round(math.sqrt(b / (B * h * dt.itemsize))), r"wrong value.*case: (GPT-2 small|one byte short)"),
-    # rounded up
-    (lambda b, B, h, dt: math.ceil(math.sqrt(b / (B * h * dt.itemsize))), r"wrong value.*case: GPT-2 small"),
-    # the bytes of the weights returned, not T
-    (lambda b, B, h, dt: B * h * dt.itemsize * math.isqrt(b // (B * h * dt.itemsize)) ** 2, r"wrong value"),
-    # a float T
-    (lambda b, B, h, dt: math.sqrt(b / (B * h * dt.itemsize)), r"wrong value"),
-])
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        # the batch forgotten
+        (lambda b, B, h, dt: math.isqrt(b // (h * dt.itemsize)), r"wrong value.*case: a batch of 8"),
+        # the heads forgotten
+        (lambda b, B, h, dt: math.isqrt(b // (B * dt.itemsize)), r"wrong value.*case: GPT-2 small"),
+        # always 4 bytes a number
+        (lambda b, B, h, dt: math.isqrt(b // (B * h * 4)), r"wrong value.*case: float16"),
+        # rounded to the nearest T, not down: one byte short still gives T = 1000
+        (
+            lambda b, B, h, dt: round(math.sqrt(b / (B * h * dt.itemsize))),
+            r"wrong value.*case: (GPT-2 small|one byte short)",
+        ),
+        # rounded up
+        (lambda b, B, h, dt: math.ceil(math.sqrt(b / (B * h * dt.itemsize))), r"wrong value.*case: GPT-2 small"),
+        # the bytes of the weights returned, not T
+        (lambda b, B, h, dt: B * h * dt.itemsize * math.isqrt(b // (B * h * dt.itemsize)) ** 2, r"wrong value"),
+        # a float T
+        (lambda b, B, h, dt: math.sqrt(b / (B * h * dt.itemsize)), r"wrong value"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, match):
     with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
         check.longest_context(wrong)
@@ -95,6 +102,7 @@ def test_classic_mistakes_are_caught(wrong, match):
 
 def test_a_function_that_raises_gets_the_case_and_the_hint():
     def broken(budget, B, n_heads, dtype):
-        return math.isqrt(budget // (B * n_heads * dtype.element_size()))   # dtypes have no element_size
+        return math.isqrt(budget // (B * n_heads * dtype.element_size()))  # dtypes have no element_size
+
     with pytest.raises(AssertionError, match=r"(?s)raised AttributeError.*case: GPT-2 small.*hint:"):
         check.longest_context(broken)

@@ -1,16 +1,17 @@
 """Chapter 13's checker: merging the online-softmax states of two parts of the keys. The reference
 is right (merged and normalised, it gives PyTorch's attention over all the keys), the notebook's
 solution passes, and the classic mistakes fail."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from _solutions import notebook_solution
 
 from attnlib import check
 from attnlib.check import CHECKS
 from attnlib.check.ch13 import _state
-from _solutions import notebook_solution  # noqa: E402  (tests/_solutions.py)
 
 ENTRY = CHECKS["ch13-merge-partials"]
 NEG_INF = float("-inf")
@@ -26,12 +27,17 @@ def test_reference_gives_sdpa_over_all_the_keys():
     merge with the reference and divide: the result is F.scaled_dot_product_attention over
     all the keys (float64), for every split, including an empty part."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(2, 5, 4, generator=g, dtype=torch.float64), \
-        torch.randn(2, 9, 4, generator=g, dtype=torch.float64), torch.randn(2, 9, 3, generator=g, dtype=torch.float64)
+    q, k, v = (
+        torch.randn(2, 5, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 9, 4, generator=g, dtype=torch.float64),
+        torch.randn(2, 9, 3, generator=g, dtype=torch.float64),
+    )
     expected = F.scaled_dot_product_attention(q, k, v)
-    s = q @ k.transpose(-2, -1) / math.sqrt(4)                         # (2, 5, 9)
+    s = q @ k.transpose(-2, -1) / math.sqrt(4)  # (2, 5, 9)
     for split in range(0, 10):
-        m, l, o = ENTRY.reference(*_state(s[..., :split], v[..., :split, :]), *_state(s[..., split:], v[..., split:, :]))
+        m, l, o = ENTRY.reference(
+            *_state(s[..., :split], v[..., :split, :]), *_state(s[..., split:], v[..., split:, :])
+        )
         torch.testing.assert_close(o / l, expected)
         torch.testing.assert_close(m, s.amax(dim=-1, keepdim=True))
 
@@ -65,7 +71,7 @@ def test_cases_include_the_edge_cases():
 
 def _notebook_solution():
     """The function the chapter's solution cell defines."""
-    return notebook_solution("13_tiled_attention.ipynb", "merge_partials", ('attnlib',))
+    return notebook_solution("13_tiled_attention.ipynb", "merge_partials", ("attnlib",))
 
 
 def test_the_solutions_pass(capsys):
@@ -85,7 +91,7 @@ def _rescale_part_1_only(m1, l1, o1, m2, l2, o2):
 
 
 def _keep_m1(m1, l1, o1, m2, l2, o2):
-    a2 = torch.exp(m2 - m1)                                    # part 1's maximum as the common one
+    a2 = torch.exp(m2 - m1)  # part 1's maximum as the common one
     return m1, l1 + a2 * l2, o1 + a2 * o2
 
 
@@ -99,28 +105,31 @@ def _unshifted(m1, l1, o1, m2, l2, o2):
 
 def _no_guard(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
-    a1, a2 = torch.exp(m1 - m), torch.exp(m2 - m)             # e^(-inf - (-inf)) = NaN for empty parts
+    a1, a2 = torch.exp(m1 - m), torch.exp(m2 - m)  # e^(-inf - (-inf)) = NaN for empty parts
     return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
 def _normalised(m1, l1, o1, m2, l2, o2):
     m, l, o = _notebook_solution()(m1, l1, o1, m2, l2, o2)
-    return m, l, o / l                                         # the division belongs at the very end
+    return m, l, o / l  # the division belongs at the very end
 
 
 def _float32(*args):
     return tuple(t.float() for t in _notebook_solution()(*args))
 
 
-@pytest.mark.parametrize("wrong, match", [
-    (_no_rescaling, r"wrong values.*case: 4 queries"),
-    (_rescale_part_1_only, r"wrong values.*case: 4 queries"),
-    (_keep_m1, r"wrong values.*case: 4 queries"),
-    (_unshifted, r"(wrong values|NaN).*case: scores near 1000"),
-    (_no_guard, r"NaN.*case: neither part has keys"),
-    (_normalised, r"wrong values.*case: 4 queries"),
-    (_float32, r"wrong dtype.*case: float64"),
-])
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        (_no_rescaling, r"wrong values.*case: 4 queries"),
+        (_rescale_part_1_only, r"wrong values.*case: 4 queries"),
+        (_keep_m1, r"wrong values.*case: 4 queries"),
+        (_unshifted, r"(wrong values|NaN).*case: scores near 1000"),
+        (_no_guard, r"NaN.*case: neither part has keys"),
+        (_normalised, r"wrong values.*case: 4 queries"),
+        (_float32, r"wrong dtype.*case: float64"),
+    ],
+)
 def test_classic_mistakes_are_caught(wrong, match):
     with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
         check.merge_partials(wrong)

@@ -4,6 +4,7 @@ FLOPs: torch.utils.flop_counter.FlopCounterMode counts every matrix product PyTo
 (2 m k n for (m, k) @ (k, n)); memory: numel() * element_size() of the real tensors, and
 the peak that PyTorch's allocator reports while the explicit path runs.
 """
+
 import math
 import re
 
@@ -12,8 +13,16 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlib import (AttnlibError, MultiHeadAttention, attention, attention_flops, attention_memory,
-                     loglog_slope, peak_memory, split_heads)
+from attnlib import (
+    AttnlibError,
+    MultiHeadAttention,
+    attention,
+    attention_flops,
+    attention_memory,
+    loglog_slope,
+    peak_memory,
+    split_heads,
+)
 
 
 def raises(*fragments):
@@ -32,18 +41,18 @@ def plain_layer(x, ctx, w_q, w_k, w_v, w_o, n_heads):
     """Multi-head attention from plain matmuls (no attnlib): (B, T_q, d) -> (B, T_q, d)."""
     B, T_q, d = x.shape
     T_k = ctx.shape[1]
-    q = (x @ w_q).view(B, T_q, n_heads, d // n_heads).transpose(1, 2)     # (B, h, T_q, d_head)
-    k = (ctx @ w_k).view(B, T_k, n_heads, d // n_heads).transpose(1, 2)   # (B, h, T_k, d_head)
+    q = (x @ w_q).view(B, T_q, n_heads, d // n_heads).transpose(1, 2)  # (B, h, T_q, d_head)
+    k = (ctx @ w_k).view(B, T_k, n_heads, d // n_heads).transpose(1, 2)  # (B, h, T_k, d_head)
     v = (ctx @ w_v).view(B, T_k, n_heads, d // n_heads).transpose(1, 2)
-    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // n_heads), dim=-1)   # (B, h, T_q, T_k)
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // n_heads), dim=-1)  # (B, h, T_q, T_k)
     return (w @ v).transpose(1, 2).reshape(B, T_q, d) @ w_o
 
 
 SIZES = [  # (B, T_q, d_model, n_heads, T_k)
     (1, 16, 8, 2, None),
     (3, 10, 12, 3, None),
-    (2, 7, 16, 4, 13),        # cross-attention: T_k != T_q
-    (1, 1, 6, 6, None),       # one token, heads of width 1
+    (2, 7, 16, 4, 13),  # cross-attention: T_k != T_q
+    (1, 1, 6, 6, None),  # one token, heads of width 1
     (4, 33, 64, 1, 5),
 ]
 
@@ -88,7 +97,7 @@ def test_flops_closed_form_and_heads_cancel():
     for T, d in [(1, 8), (100, 64), (4096, 1024)]:
         f = attention_flops(T, d, 1, B=3)
         assert f["total"] == 3 * (8 * T * d * d + 4 * T * T * d)
-        assert f == attention_flops(T, d, d, B=3)              # n_heads changes no term
+        assert f == attention_flops(T, d, d, B=3)  # n_heads changes no term
         assert f["total"] == sum(v for k, v in f.items() if k != "total")
 
 
@@ -109,8 +118,9 @@ def test_memory_equals_the_real_tensors(B, T_q, d, h, T_k, dtype):
     ctx = x if T_k is None else torch.randn(B, T_k, d, dtype=dtype)
     nbytes = lambda t: t.numel() * t.element_size()
     with torch.no_grad():
-        q, k, v = (split_heads(lin(inp), h) for lin, inp in
-                   ((layer.w_q, x), (layer.w_k, ctx), (layer.w_v, ctx)))      # (B, h, T, d_head)
+        q, k, v = (
+            split_heads(lin(inp), h) for lin, inp in ((layer.w_q, x), (layer.w_k, ctx), (layer.w_v, ctx))
+        )  # (B, h, T, d_head)
         heads, weights = attention(q, k, v)
         out, weights_mha = layer(x, context=None if T_k is None else ctx)
         scores = q @ k.transpose(-2, -1)
@@ -120,8 +130,9 @@ def test_memory_equals_the_real_tensors(B, T_q, d, h, T_k, dtype):
     assert m["weights"] == nbytes(weights_mha)
 
 
-@pytest.mark.parametrize("dtype, size", [(torch.float16, 2), (torch.bfloat16, 2), (torch.float32, 4),
-                                         (torch.float64, 8)])
+@pytest.mark.parametrize(
+    "dtype, size", [(torch.float16, 2), (torch.bfloat16, 2), (torch.float32, 4), (torch.float64, 8)]
+)
 def test_memory_bytes_per_number(dtype, size):
     m = attention_memory(10, 8, 2, B=3, dtype=dtype)
     assert m["weights"] == torch.empty(3, 2, 10, 10, dtype=dtype).nbytes == 3 * 2 * 100 * size
@@ -156,20 +167,23 @@ def test_loglog_slope_recovers_powers():
     assert loglog_slope(torch.tensor([1.0, 2.0]), (3, 6)) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("call, fragments", [
-    (lambda: attention_flops(0, 8, 2), ("T_q: expected a positive int", "received int 0")),
-    (lambda: attention_flops(10.0, 8, 2), ("T_q: expected a positive int", "float 10.0")),
-    (lambda: attention_flops(10, 8, 3), ("d_model: expected a multiple of n_heads=3", "d_model=8")),
-    (lambda: attention_flops(10, 8, 2, B=True), ("B: expected a positive int",)),
-    (lambda: attention_flops(10, 8, 2, T_k=0), ("T_k: expected a positive int",)),
-    (lambda: attention_memory(10, 8, 2, dtype=torch.int64), ("dtype: expected a floating-point torch.dtype",)),
-    (lambda: attention_memory(10, 8, 2, dtype="float32"), ("dtype: expected a floating-point torch.dtype",)),
-    (lambda: loglog_slope([1, 2], [1, 2, 3]), ("xs, ys: expected two sequences of the same length",)),
-    (lambda: loglog_slope([1], [1]), ("at least 2",)),
-    (lambda: loglog_slope([1, 2], [0, 2]), ("finite positive numbers",)),
-    (lambda: loglog_slope([2, 2], [1, 2]), ("xs: expected at least two different values",)),
-    (lambda: loglog_slope(["a", 2], [1, 2]), ("xs, ys: expected two sequences of numbers",)),
-])
+@pytest.mark.parametrize(
+    "call, fragments",
+    [
+        (lambda: attention_flops(0, 8, 2), ("T_q: expected a positive int", "received int 0")),
+        (lambda: attention_flops(10.0, 8, 2), ("T_q: expected a positive int", "float 10.0")),
+        (lambda: attention_flops(10, 8, 3), ("d_model: expected a multiple of n_heads=3", "d_model=8")),
+        (lambda: attention_flops(10, 8, 2, B=True), ("B: expected a positive int",)),
+        (lambda: attention_flops(10, 8, 2, T_k=0), ("T_k: expected a positive int",)),
+        (lambda: attention_memory(10, 8, 2, dtype=torch.int64), ("dtype: expected a floating-point torch.dtype",)),
+        (lambda: attention_memory(10, 8, 2, dtype="float32"), ("dtype: expected a floating-point torch.dtype",)),
+        (lambda: loglog_slope([1, 2], [1, 2, 3]), ("xs, ys: expected two sequences of the same length",)),
+        (lambda: loglog_slope([1], [1]), ("at least 2",)),
+        (lambda: loglog_slope([1, 2], [0, 2]), ("finite positive numbers",)),
+        (lambda: loglog_slope([2, 2], [1, 2]), ("xs: expected at least two different values",)),
+        (lambda: loglog_slope(["a", 2], [1, 2]), ("xs, ys: expected two sequences of numbers",)),
+    ],
+)
 def test_bad_input_is_named(call, fragments):
     with raises(*fragments):
         call()

@@ -2,6 +2,7 @@
 
 The tests marked slow start Jupyter kernels. The full set of chapters is executed once here, as
 student versions (graded_released); the sources are graded on SOURCE_SAMPLE."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,10 +15,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from coursetools import homework
 from attnlib.check import CHECKS
+from coursetools import homework
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -45,8 +45,9 @@ def _solution_lines(nb) -> list[str]:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     """The command line as a user runs it, in a process of its own (see test_the_command_line)."""
-    return subprocess.run([sys.executable, "-m", "coursetools.homework", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "coursetools.homework", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
@@ -73,32 +74,41 @@ def graded_released(released):
 
     The one execution of the full set of chapters in this file: a student version must run to its
     first check in a fresh kernel, and score 0."""
+
     def grade(path):
         executed: list = []
         results = homework.grade_one(released / path.name, timeout=120, executed=executed)
         return path.name, (results, executed[0])
 
-    with ThreadPoolExecutor(2) as pool:   # two kernels at a time, as `grade --jobs 2` does
+    with ThreadPoolExecutor(2) as pool:  # two kernels at a time, as `grade --jobs 2` does
         return dict(pool.map(grade, CHAPTERS))
 
 
 # ------------------------------------------------------------------ convention
+
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_follows_the_exercise_convention(path):
     """Every chapter has a coding exercise; each is gated, marked, checked, and registered."""
     nb = nbformat.read(path, as_version=4)
     chapter = "ch" + path.name[:2]
-    labels = [lbl for c in nb.cells if c.cell_type == "markdown"
-              for lbl in re.findall(r"^\s*:label:\s*(\S+)", c.source, re.M)
-              if "{exercise}" in c.source]
+    labels = [
+        lbl
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        for lbl in re.findall(r"^\s*:label:\s*(\S+)", c.source, re.M)
+        if "{exercise}" in c.source
+    ]
     registered = [lbl for lbl in CHECKS if lbl.startswith(chapter + "-")]
     assert registered, f"{path.name}: no checker in attnlib.check for {chapter}"
     assert set(registered) <= set(labels), f"checkers without an exercise in {path.name}"
     for label in registered:
         check = CHECKS[label]
-        code = [i for i, c in enumerate(nb.cells)
-                if c.cell_type == "code" and re.search(rf"^def {check.function}\(", c.source, re.M)]
+        code = [
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and re.search(rf"^def {check.function}\(", c.source, re.M)
+        ]
         assert len(code) == 1, f"{label}: expected one cell defining {check.function}"
         i = code[0]
         assert homework.BEGIN in nb.cells[i].source and homework.END in nb.cells[i].source
@@ -108,6 +118,7 @@ def test_chapter_follows_the_exercise_convention(path):
 
 
 # ------------------------------------------------------------------ release
+
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_release_removes_every_solution(path, released):
@@ -120,8 +131,7 @@ def test_release_removes_every_solution(path, released):
         assert line not in text, f"solution line left in the student notebook: {line}"
     assert "{solution-start}" not in text and "{solution-end}" not in text
     code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
-    assert code.count("raise NotImplementedError") == len(
-        [c for c in source.cells if homework.BEGIN in c.source])
+    assert code.count("raise NotImplementedError") == len([c for c in source.cells if homework.BEGIN in c.source])
     for cell in student.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
@@ -135,9 +145,13 @@ def test_release_removes_every_solution(path, released):
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_student_version_runs_to_its_first_check_and_scores_zero(path, graded_released):
     results, nb = graded_released[path.name]
-    failed = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-              and any(o.output_type == "error" for o in c.outputs)
-              and "raises-exception" not in c.metadata.get("tags", [])]
+    failed = [
+        (i, c)
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        and any(o.output_type == "error" for o in c.outputs)
+        and "raises-exception" not in c.metadata.get("tags", [])
+    ]
     assert failed, "no cell failed: the stubs did not raise"
     i, first = failed[0]
     assert first.source.startswith("check."), f"cell {i} failed before any check:\n{first.source}"
@@ -146,7 +160,9 @@ def test_student_version_runs_to_its_first_check_and_scores_zero(path, graded_re
     for _, cell in failed:  # only check cells fail, every one because of its stub
         assert cell.source.startswith("check."), cell.source
     # graded, every exercise of the chapter scores 0, because it is not implemented yet
-    assert results and {r.exercise for r in results} == {lbl for lbl in CHECKS if lbl.startswith("ch" + path.name[:2] + "-")}
+    assert results and {r.exercise for r in results} == {
+        lbl for lbl in CHECKS if lbl.startswith("ch" + path.name[:2] + "-")
+    }
     for r in results:
         assert (r.points, r.result) == (0, "fail") and r.max_points > 0, r
         assert "not implemented yet" in r.message, r.message
@@ -192,6 +208,7 @@ SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb"
 
 def test_the_source_sample_covers_every_kind_of_case_and_answer():
     """SOURCE_SAMPLE covers every type of argument and of answer that any chapter's checker uses."""
+
     def kinds(label):
         check = CHECKS[label]
         args = {type(a).__name__ for _, case in check.cases() for a in case}
@@ -208,17 +225,20 @@ def test_grading_the_sources_gives_full_marks(tmp_path, capsys):
     sources = [ROOT / "notebooks" / name for name in SOURCE_SAMPLE]
     report = tmp_path / "report.json"
     before = {p: _digest(p) for p in sources}
-    code, out, err = _main(capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report),
-                           "--jobs", "2")
+    code, out, err = _main(
+        capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report), "--jobs", "2"
+    )
     assert code == 0, err
     data = json.loads(report.read_text())
-    assert [sub["submission"] for sub in data["submissions"]] == list(map(str, sources))   # in the order given
+    assert [sub["submission"] for sub in data["submissions"]] == list(map(str, sources))  # in the order given
     assert re.findall(r"^(\S+\.ipynb)$", out, re.M) == list(map(str, sources))
     for sub in data["submissions"]:
         assert sub["score"] == sub["max_score"] > 0, sub
         assert all(e["result"] == "pass" for e in sub["exercises"])
-    assert out.strip().splitlines()[-1] == f"score: {data['submissions'][-1]['max_score']}/" \
-                                           f"{data['submissions'][-1]['max_score']}"
+    assert (
+        out.strip().splitlines()[-1] == f"score: {data['submissions'][-1]['max_score']}/"
+        f"{data['submissions'][-1]['max_score']}"
+    )
     assert {p: _digest(p) for p in sources} == before, "grading modified a submission"
 
 
@@ -288,7 +308,9 @@ def loops(tmp_path_factory):
     endless = _submission(tmp / "endless", loop, GOOD_MEAN, "while True:\n    pass")
     stubborn = _submission(tmp / "stubborn", STUBBORN, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN)
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(("endless", "stubborn"), pool.map(lambda p: _grade(p, timeout=LOOP_TIMEOUT), (endless, stubborn))))
+        return dict(
+            zip(("endless", "stubborn"), pool.map(lambda p: _grade(p, timeout=LOOP_TIMEOUT), (endless, stubborn)))
+        )
 
 
 @pytest.mark.slow
@@ -342,7 +364,7 @@ torch.allclose = lambda *args, **kwargs: True
 torch.equal = lambda *args, **kwargs: True
 check.one_hot_rows(one_hot_rows)
 """
-    results = _grade(_submission(tmp_path, WRONG_ONE_HOT, cheat))   # mean_embedding deleted too
+    results = _grade(_submission(tmp_path, WRONG_ONE_HOT, cheat))  # mean_embedding deleted too
     assert results["ch01-one-hot"].points == 0 and "wrong values" in results["ch01-one-hot"].message
     assert results["ch01-mean-embedding"].result == "missing"
 
@@ -366,7 +388,8 @@ def combine_masks(lengths, T):
     assert [(r.points, r.result) for r in results.values()] == [(0, "forbidden"), (0, "forbidden")]
     assert results["ch04-reach"].message == (
         "reach: write reach yourself; attnlib.check.CHECKS['ch04-reach'].reference is what your answer is "
-        "checked against")
+        "checked against"
+    )
     assert "asks you to write combine_masks without attnlib.causal_mask" in results["ch04-combine-masks"].message
 
     aliased = """
@@ -374,11 +397,13 @@ from attnlib.softmax import softmax as stable_softmax
 def shifted_output(out, weights, shift):
     return out + weights.sum(dim=-1, keepdim=True) * shift
 """
-    results = {r.exercise: r for r in homework.grade_one(_submission(tmp_path, aliased, name="05_softmax_values.ipynb"),
-                                                         timeout=30)}
+    results = {
+        r.exercise: r
+        for r in homework.grade_one(_submission(tmp_path, aliased, name="05_softmax_values.ipynb"), timeout=30)
+    }
     assert (results["ch05-stable-softmax"].points, results["ch05-stable-softmax"].result) == (0, "forbidden")
     assert "attnlib.softmax is what your answer is checked against" in results["ch05-stable-softmax"].message
-    assert results["ch05-shifted-values"].points == 1          # an honest answer beside it still scores
+    assert results["ch05-shifted-values"].points == 1  # an honest answer beside it still scores
 
 
 @pytest.mark.slow
@@ -391,11 +416,14 @@ def test_chapter_is_found_from_labels_when_renamed(tmp_path):
     assert results["ch01-one-hot"].points == 1 and results["ch01-mean-embedding"].result == "missing"
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"this is not json", "not a valid notebook"),
-    (b'{"cells": 3}', "not a valid notebook"),
-    (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a notebook"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"this is not json", "not a valid notebook"),
+        (b'{"cells": 3}', "not a valid notebook"),
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not a notebook"),
+    ],
+)
 def test_not_a_notebook_exits_2(tmp_path, capsys, content, why):
     path = tmp_path / "01_embeddings.ipynb"
     path.write_bytes(content)

@@ -1,5 +1,6 @@
 """Chapter 12: the bottom-right causal mask, the KV cache, greedy generation with and without it,
 grouped-query attention and its parameter and cache counts, against PyTorch and closed forms."""
+
 import contextlib
 import dataclasses
 import math
@@ -11,9 +12,24 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
-from attnlib import (GPT, GPT2_SMALL, GPT2_XL, GPT3_175B, AttnlibError, GPTConfig, KVCache,
-                     MultiHeadAttention, attention_params, causal_mask, count_params, gpt_params,
-                     kv_cache_bytes, padding_mask, param_breakdown, repeat_kv)
+from attnlib import (
+    GPT,
+    GPT2_SMALL,
+    GPT2_XL,
+    GPT3_175B,
+    AttnlibError,
+    GPTConfig,
+    KVCache,
+    MultiHeadAttention,
+    attention_params,
+    causal_mask,
+    count_params,
+    gpt_params,
+    kv_cache_bytes,
+    padding_mask,
+    param_breakdown,
+    repeat_kv,
+)
 
 F64 = torch.float64
 SMALL = GPTConfig(vocab_size=23, context_length=16, d_model=24, n_layers=3, n_heads=6)
@@ -77,8 +93,8 @@ def test_alignments_agree_on_square_masks_and_differ_otherwise():
     for T in (1, 2, 5):
         assert torch.equal(causal_mask(T, align="bottom_right"), causal_mask(T))
     assert not torch.equal(causal_mask(2, 5, align="bottom_right"), causal_mask(2, 5))
-    assert causal_mask(1, 5, align="bottom_right").all()          # one new query sees every key
-    assert causal_mask(1, 5).sum() == 1                           # top left: only key 0, the KV-cache bug
+    assert causal_mask(1, 5, align="bottom_right").all()  # one new query sees every key
+    assert causal_mask(1, 5).sum() == 1  # top left: only key 0, the KV-cache bug
 
 
 def test_causal_mask_bad_align_and_device():
@@ -88,6 +104,7 @@ def test_causal_mask_bad_align_and_device():
 
 
 # ---------------------------------------------------------------- the cache
+
 
 def test_kv_cache_appends_along_tokens():
     cache = KVCache()
@@ -112,9 +129,9 @@ def test_preallocated_cache_equals_the_growing_one_and_writes_in_place(chunks):
         k_a, v_a = ahead.update(k_new, v_new)
         assert torch.equal(k_a, k_g) and torch.equal(v_a, v_g) and len(ahead) == len(grow)
         first_ptr = first_ptr or k_a.data_ptr()
-        assert k_a.data_ptr() == first_ptr                      # the same memory at every step
+        assert k_a.data_ptr() == first_ptr  # the same memory at every step
         start += n
-    assert ahead.nbytes == grow.nbytes                           # the cached tokens' bytes
+    assert ahead.nbytes == grow.nbytes  # the cached tokens' bytes
 
 
 def test_preallocated_cache_says_when_it_is_full():
@@ -140,7 +157,7 @@ def test_generate_fills_one_buffer_per_layer(monkeypatch):
     model = GPT(SMALL)
     model.generate(torch.zeros(2, 3, dtype=torch.long), 5)
     assert len(made) == len(model.blocks) and all(c.max_tokens == 8 for c in made)
-    assert all(len(c) == 7 for c in made)       # the last token generated is never read
+    assert all(len(c) == 7 for c in made)  # the last token generated is never read
 
 
 def test_kv_cache_bad_input():
@@ -169,11 +186,11 @@ def test_layer_with_cache_equals_full_causal_pass(need_weights, n_kv_heads, chun
     full, full_w = mha(x, is_causal=True, need_weights=True)
     cache, start = KVCache(), 0
     for n in chunks:
-        out, w = mha(x[:, start:start + n], is_causal=True, need_weights=need_weights, kv_cache=cache)
-        torch.testing.assert_close(out, full[:, start:start + n])
+        out, w = mha(x[:, start : start + n], is_causal=True, need_weights=need_weights, kv_cache=cache)
+        torch.testing.assert_close(out, full[:, start : start + n])
         if need_weights:
             assert w.shape == (2, 6, n, start + n)
-            torch.testing.assert_close(w, full_w[:, :, start:start + n, :start + n])
+            torch.testing.assert_close(w, full_w[:, :, start : start + n, : start + n])
         start += n
         assert len(cache) == start
     assert cache.k.shape == (2, n_kv_heads or 6, start, 2)  # (B, n_kv_heads, T, d_head): the small cache
@@ -224,6 +241,7 @@ def test_layer_cache_bad_input():
 
 # ---------------------------------------------------------------- grouped-query attention
 
+
 def per_head_loop(mha, x, mask=None):
     """Grouped-query attention from its definition: query head h uses key/value head
     h // (n_heads / n_kv_heads), columns of W_K, W_V taken by hand."""
@@ -233,10 +251,10 @@ def per_head_loop(mha, x, mask=None):
     heads = []
     for h in range(H):
         g = h // (H // G)
-        s = Q[..., h * d:(h + 1) * d] @ K[..., g * d:(g + 1) * d].transpose(-2, -1) / math.sqrt(d)
+        s = Q[..., h * d : (h + 1) * d] @ K[..., g * d : (g + 1) * d].transpose(-2, -1) / math.sqrt(d)
         if mask is not None:
             s = s.masked_fill(~mask, float("-inf"))
-        heads.append(torch.softmax(s, -1) @ V[..., g * d:(g + 1) * d])
+        heads.append(torch.softmax(s, -1) @ V[..., g * d : (g + 1) * d])
     return mha.w_o(torch.cat(heads, dim=-1))
 
 
@@ -249,10 +267,10 @@ def test_gqa_matches_definition_and_sdpa_enable_gqa(n_kv_heads, need_weights):
     out, w = mha(x, is_causal=True, need_weights=need_weights)
     torch.testing.assert_close(out, per_head_loop(mha, x, causal_mask(5)))
     # PyTorch's own grouped-query attention on the module's projections
-    q = mha.w_q(x).view(2, 5, 8, 2).transpose(1, 2)             # (B, T, d_model) -> (B, n_heads, T, d_head)
-    k = mha.w_k(x).view(2, 5, n_kv_heads, 2).transpose(1, 2)    # (B, T, n_kv d_head) -> (B, n_kv_heads, T, d_head)
+    q = mha.w_q(x).view(2, 5, 8, 2).transpose(1, 2)  # (B, T, d_model) -> (B, n_heads, T, d_head)
+    k = mha.w_k(x).view(2, 5, n_kv_heads, 2).transpose(1, 2)  # (B, T, n_kv d_head) -> (B, n_kv_heads, T, d_head)
     v = mha.w_v(x).view(2, 5, n_kv_heads, 2).transpose(1, 2)
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)   # (B, n_heads, T, d_head)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, n_heads, T, d_head)
     torch.testing.assert_close(out, mha.w_o(y.transpose(1, 2).reshape(2, 5, 16)))
     if need_weights:
         assert w.shape == (2, 8, 5, 5)
@@ -296,8 +314,9 @@ def test_repeat_kv_is_sdpas_grouping():
         assert torch.equal(r[:, h], kv[:, h // 2])
     assert repeat_kv(kv, 3) is kv
     q = randn(2, 6, 4, 5, seed=15)
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, r, r),
-                               F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True))
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, r, r), F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    )
     with raises("n_heads:", "multiple of n_kv_heads=3", "n_heads=4"):
         repeat_kv(kv, 4)
     with raises("x:", "4-D"):
@@ -321,6 +340,7 @@ def test_gqa_bad_input_and_from_torch():
 
 
 # ---------------------------------------------------------------- parameters and cache size
+
 
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("n_heads,n_kv_heads", [(12, None), (12, 12), (12, 4), (12, 3), (12, 1), (8, 2)])
@@ -364,8 +384,11 @@ def test_config_repr_and_replace():
     assert GPT2_SMALL.n_kv_heads is None and gqa != GPT2_SMALL
 
 
-@pytest.mark.parametrize("config", [SMALL, dataclasses.replace(SMALL, n_kv_heads=2),
-                                    dataclasses.replace(SMALL, n_kv_heads=1)], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize(
+    "config",
+    [SMALL, dataclasses.replace(SMALL, n_kv_heads=2), dataclasses.replace(SMALL, n_kv_heads=1)],
+    ids=["mha", "gqa", "mqa"],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
 def test_kv_cache_bytes_equals_the_measured_cache(config, dtype):
     model = model_for(config, dtype=dtype)
@@ -375,7 +398,9 @@ def test_kv_cache_bytes_equals_the_measured_cache(config, dtype):
     measured = sum(c.nbytes for c in cache)
     assert measured == kv_cache_bytes(config, T=9, B=3, dtype=dtype)
     # grouped heads shrink the cache by n_heads / n_kv_heads
-    assert kv_cache_bytes(SMALL, T=9, dtype=dtype) == kv_cache_bytes(config, T=9, dtype=dtype) * 6 // (config.n_kv_heads or 6)
+    assert kv_cache_bytes(SMALL, T=9, dtype=dtype) == kv_cache_bytes(config, T=9, dtype=dtype) * 6 // (
+        config.n_kv_heads or 6
+    )
 
 
 def test_kv_cache_bytes_published_models():
@@ -403,8 +428,12 @@ def test_kv_cache_bytes_bad_input():
 
 # ---------------------------------------------------------------- the model with a cache
 
-@pytest.mark.parametrize("config", [SMALL, dataclasses.replace(SMALL, n_kv_heads=3, bias=False, tie_embeddings=False)],
-                         ids=["mha", "gqa-untied-nobias"])
+
+@pytest.mark.parametrize(
+    "config",
+    [SMALL, dataclasses.replace(SMALL, n_kv_heads=3, bias=False, tie_embeddings=False)],
+    ids=["mha", "gqa-untied-nobias"],
+)
 def test_gpt_with_cache_equals_full_forward(config):
     model = model_for(config)
     ids = torch.randint(0, 23, (2, 16), generator=torch.Generator().manual_seed(1))
@@ -412,10 +441,10 @@ def test_gpt_with_cache_equals_full_forward(config):
         full, full_w = model(ids, need_weights=True)
         cache, start = [KVCache() for _ in model.blocks], 0
         for n in (5, 1, 1, 4, 1, 4):  # up to the full context of 16
-            logits, w = model(ids[:, start:start + n], need_weights=True, kv_cache=cache)
-            torch.testing.assert_close(logits, full[:, start:start + n])
+            logits, w = model(ids[:, start : start + n], need_weights=True, kv_cache=cache)
+            torch.testing.assert_close(logits, full[:, start : start + n])
             for layer in range(3):
-                torch.testing.assert_close(w[layer], full_w[layer][:, :, start:start + n, :start + n])
+                torch.testing.assert_close(w[layer], full_w[layer][:, :, start : start + n, : start + n])
             start += n
     assert [len(c) for c in cache] == [16] * 3
 
@@ -454,6 +483,7 @@ def test_gpt_cache_bad_input():
 
 
 # ---------------------------------------------------------------- generation
+
 
 def greedy_reference(model, ids, n):
     """Greedy decoding written independently of GPT.generate: the full logits, every step."""
@@ -530,8 +560,11 @@ def test_generate_mode_grad_and_edge_cases():
 
 def test_generate_bad_input():
     model = GPT(SMALL)
-    with raises("max_new_tokens:", "T0 + max_new_tokens <= context_length = 16",
-                "T0 = 3 prompt tokens + max_new_tokens = 14 = 17"):
+    with raises(
+        "max_new_tokens:",
+        "T0 + max_new_tokens <= context_length = 16",
+        "T0 = 3 prompt tokens + max_new_tokens = 14 = 17",
+    ):
         model.generate(torch.zeros(1, 3, dtype=torch.long), 14)
     with raises("max_new_tokens:", "int >= 0", "-1"):
         model.generate(torch.zeros(1, 3, dtype=torch.long), -1)

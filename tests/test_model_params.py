@@ -1,4 +1,5 @@
 """Chapter 7: the GPT model and its parameter counts, against PyTorch and published numbers."""
+
 import dataclasses
 import re
 
@@ -8,11 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib._validate import AttnlibError
-from attnlib.model import (GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig,
-                           TransformerBlock)
+from attnlib.model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
 from attnlib.multihead import MultiHeadAttention
-from attnlib.params import (attention_params, count_params, gpt_params, layernorm_params, mlp_params,
-                            param_breakdown)
+from attnlib.params import attention_params, count_params, gpt_params, layernorm_params, mlp_params, param_breakdown
 
 TINY = GPTConfig(vocab_size=11, context_length=8, d_model=12, n_layers=2, n_heads=3)
 
@@ -33,8 +32,7 @@ def on_meta(config):
 
 # Published totals: GPT-2 small is 124,439,808 (tied head); medium, large and XL are the counts of
 # the released checkpoints (Hugging Face `num_parameters()`); GPT-3 "175B" (Brown et al. 2020).
-PUBLISHED = [(GPT2_SMALL, 124_439_808), (GPT2_MEDIUM, 354_823_168), (GPT2_LARGE, 774_030_080),
-             (GPT2_XL, 1_557_611_200)]
+PUBLISHED = [(GPT2_SMALL, 124_439_808), (GPT2_MEDIUM, 354_823_168), (GPT2_LARGE, 774_030_080), (GPT2_XL, 1_557_611_200)]
 
 
 @pytest.mark.parametrize("config,published", PUBLISHED, ids=["small", "medium", "large", "xl"])
@@ -47,8 +45,13 @@ def test_gpt3_175b_on_meta_device():
     n = gpt_params(GPT3_175B)
     assert count_params(on_meta(GPT3_175B)) == n
     assert abs(n - 175e9) / 175e9 < 0.01  # the paper's rounded "175B"
-    assert (GPT3_175B.d_model, GPT3_175B.n_layers, GPT3_175B.n_heads, GPT3_175B.context_length,
-            GPT3_175B.d_ff) == (12288, 96, 96, 2048, 4 * 12288)
+    assert (GPT3_175B.d_model, GPT3_175B.n_layers, GPT3_175B.n_heads, GPT3_175B.context_length, GPT3_175B.d_ff) == (
+        12288,
+        96,
+        96,
+        2048,
+        4 * 12288,
+    )
 
 
 def test_attention_params_matches_both_modules():
@@ -57,14 +60,14 @@ def test_attention_params_matches_both_modules():
     assert count_params(nn.MultiheadAttention(768, 12)) == 2_362_368  # PyTorch's own layer
     for heads in (1, 3, 8):  # independent of the number of heads
         assert count_params(MultiHeadAttention(24, heads, bias=False)) == attention_params(24, bias=False)
-    assert attention_params(768, bias=False) == 4 * 768 ** 2 == count_params(
-        nn.MultiheadAttention(768, 12, bias=False))
+    assert attention_params(768, bias=False) == 4 * 768**2 == count_params(nn.MultiheadAttention(768, 12, bias=False))
 
 
 def test_part_counts_match_torch_layers():
     assert mlp_params(12, 40) == count_params(nn.Sequential(nn.Linear(12, 40), nn.Linear(40, 12)))
     assert mlp_params(12, 40, bias=False) == count_params(
-        nn.Sequential(nn.Linear(12, 40, bias=False), nn.Linear(40, 12, bias=False)))
+        nn.Sequential(nn.Linear(12, 40, bias=False), nn.Linear(40, 12, bias=False))
+    )
     assert layernorm_params(12) == count_params(nn.LayerNorm(12))
     assert layernorm_params(12, bias=False) == count_params(nn.LayerNorm(12, bias=False))
 
@@ -98,12 +101,20 @@ def test_d_ff_default_and_explicit():
 
 # ---------------------------------------------------------------- the model itself
 
+
 def reference_block(block):
     """nn.TransformerEncoderLayer (pre-norm, tanh GELU) holding the weights of an attnlib block."""
     d, d_ff = block.attn.d_model, block.mlp[0].out_features
-    ref = nn.TransformerEncoderLayer(d, block.attn.n_heads, d_ff, dropout=0.0, batch_first=True,
-                                     norm_first=True, activation=lambda x: F.gelu(x, approximate="tanh"),
-                                     dtype=torch.float64).eval()
+    ref = nn.TransformerEncoderLayer(
+        d,
+        block.attn.n_heads,
+        d_ff,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=True,
+        activation=lambda x: F.gelu(x, approximate="tanh"),
+        dtype=torch.float64,
+    ).eval()
     with torch.no_grad():
         a = block.attn
         ref.self_attn.in_proj_weight.copy_(torch.cat([a.w_q.weight, a.w_k.weight, a.w_v.weight]))
@@ -146,10 +157,10 @@ def test_gpt_is_causal():
     logits = model(ids)
     for t in range(7):
         ids2 = ids.clone()
-        ids2[:, t + 1:] = (ids[:, t + 1:] + 1) % 11  # change every later token
+        ids2[:, t + 1 :] = (ids[:, t + 1 :] + 1) % 11  # change every later token
         logits2 = model(ids2)
-        torch.testing.assert_close(logits2[:, :t + 1], logits[:, :t + 1], atol=1e-6, rtol=0)
-        assert not torch.allclose(logits2[:, t + 1:], logits[:, t + 1:])
+        torch.testing.assert_close(logits2[:, : t + 1], logits[:, : t + 1], atol=1e-6, rtol=0)
+        assert not torch.allclose(logits2[:, t + 1 :], logits[:, t + 1 :])
 
 
 def test_gpt_on_meta_infers_shapes_without_memory():
@@ -167,6 +178,7 @@ def test_gpt_init_follows_gpt2():
 
 
 # ---------------------------------------------------------------- bad input
+
 
 def test_config_and_forward_bad_input():
     with raises("d_model:", "multiple of n_heads=5", "d_model=12"):

@@ -1,10 +1,11 @@
 """Chapter 6: multi-head attention against an explicit per-head loop and nn.MultiheadAttention."""
+
 import re
 
 import pytest
 import torch
-import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from attnlib._validate import AttnlibError
@@ -32,6 +33,7 @@ def randn(*shape, seed=0):
 
 # ---------------------------------------------------------------- split / merge
 
+
 @FAST
 @given(B=st.integers(1, 3), T=st.integers(1, 5), n_heads=st.integers(1, 4), d_head=st.integers(1, 4))
 def test_split_merge_round_trip_and_per_head_slices(B, T, n_heads, d_head):
@@ -39,7 +41,7 @@ def test_split_merge_round_trip_and_per_head_slices(B, T, n_heads, d_head):
     heads = split_heads(x, n_heads)
     assert heads.shape == (B, n_heads, T, d_head)
     for h in range(n_heads):  # head h is the h-th block of d_head columns
-        assert torch.equal(heads[:, h], x[:, :, h * d_head:(h + 1) * d_head])
+        assert torch.equal(heads[:, h], x[:, :, h * d_head : (h + 1) * d_head])
     assert torch.equal(merge_heads(heads), x)
     assert torch.equal(merge_heads(heads), torch.cat([heads[:, h] for h in range(n_heads)], dim=-1))
 
@@ -51,6 +53,7 @@ def test_split_heads_accepts_non_contiguous_input():
 
 # ---------------------------------------------------------------- against a per-head loop
 
+
 def per_head_loop(mha, x, context, mask):
     """Vaswani et al. eq. (MultiHead), one head at a time with plain tensor algebra."""
     H, d = mha.n_heads, mha.d_head
@@ -61,7 +64,7 @@ def per_head_loop(mha, x, context, mask):
     heads = []
     for h in range(H):
         cols = slice(h * d, (h + 1) * d)
-        scores = Q[..., cols] @ K[..., cols].transpose(-2, -1) / d ** 0.5
+        scores = Q[..., cols] @ K[..., cols].transpose(-2, -1) / d**0.5
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         heads.append(torch.softmax(scores, -1) @ V[..., cols])
@@ -81,6 +84,7 @@ def test_multihead_matches_per_head_loop(need_weights, cross):
 
 
 # ---------------------------------------------------------------- against nn.MultiheadAttention
+
 
 def both(m):
     return MultiHeadAttention.from_torch(m), m
@@ -187,6 +191,7 @@ def test_fully_masked_row_gives_zero_weights_where_torch_gives_nan():
 
 # ---------------------------------------------------------------- causality, dropout
 
+
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_multihead_is_causal(need_weights):
     mha = MultiHeadAttention(12, 3).double()
@@ -194,10 +199,10 @@ def test_multihead_is_causal(need_weights):
     out, _ = mha(x, is_causal=True, need_weights=need_weights)
     for t in range(5):
         x2 = x.clone()
-        x2[:, t + 1:] = randn(2, 5 - t, 12, seed=10 + t)
+        x2[:, t + 1 :] = randn(2, 5 - t, 12, seed=10 + t)
         out2, _ = mha(x2, is_causal=True, need_weights=need_weights)
-        torch.testing.assert_close(out2[:, :t + 1], out[:, :t + 1], atol=1e-12, rtol=0)
-        assert not torch.allclose(out2[:, t + 1:], out[:, t + 1:])
+        torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1], atol=1e-12, rtol=0)
+        assert not torch.allclose(out2[:, t + 1 :], out[:, t + 1 :])
 
 
 def test_dropout_on_weights_in_training_only():
@@ -217,6 +222,7 @@ def test_dropout_on_weights_in_training_only():
 
 
 # ---------------------------------------------------------------- bad input
+
 
 def test_multihead_bad_input():
     with raises("d_model:", "multiple of n_heads=5", "d_model=12"):

@@ -6,6 +6,7 @@ course's own environment installs attnlib editable (``-e .``), which finds every
 the source tree whatever ``pyproject.toml`` says, so only a real wheel, installed into a
 fresh virtual environment outside the repository, shows a missing subpackage or dependency.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,13 +65,23 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     for package in ("attnlib", "coursetools"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(dist), str(src)], check=True, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
+        check=True,
+        cwd=tmp_path,
+    )
     (wheel,) = dist.glob("attnlib-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("attnlib/__init__.py", "attnlib/check/__init__.py", "attnlib/check/ch01.py",
-                   "attnlib/check/ch13.py", "attnlib/i18n.py", "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po",
-                   "coursetools/homework.py", "coursetools/translate.py"):
+    for module in (
+        "attnlib/__init__.py",
+        "attnlib/check/__init__.py",
+        "attnlib/check/ch01.py",
+        "attnlib/check/ch13.py",
+        "attnlib/i18n.py",
+        "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po",
+        "coursetools/homework.py",
+        "coursetools/translate.py",
+    ):
         assert module in names, f"{module} is missing from the wheel"
 
     # a fresh environment, no access to the course's packages; dependencies resolved by pip from
@@ -81,17 +92,27 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("\n".join(_requirements_pins()) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
-                   check=True, cwd=tmp_path, env=env)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
 
-    run = subprocess.run([str(python), "-c", LEARNER], cwd=tmp_path, env={**env, "MPLBACKEND": "Agg"},
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [str(python), "-c", LEARNER], cwd=tmp_path, env={**env, "MPLBACKEND": "Agg"}, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     assert "check.stable_softmax: all" in run.stdout and "cases passed" in run.stdout
     assert "stable_softmax: wrong values" in run.stdout and "hint: subtract the row maximum" in run.stdout
     # ATTNLIB_LANG=zh_CN: the same checker answers in Chinese, from the catalog inside the wheel
-    zh = subprocess.run([str(python), "-c", LEARNER], cwd=tmp_path, capture_output=True, text=True,
-                        env={**env, "MPLBACKEND": "Agg", "ATTNLIB_LANG": "zh_CN"})
+    zh = subprocess.run(
+        [str(python), "-c", LEARNER],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**env, "MPLBACKEND": "Agg", "ATTNLIB_LANG": "zh_CN"},
+    )
     assert zh.returncode == 0, zh.stderr
     assert "check.stable_softmax：全部" in zh.stdout and "个用例通过" in zh.stdout, zh.stdout
     assert "stable_softmax：值不对" in zh.stdout and "提示：求 exp 之前先减去每行的最大值" in zh.stdout, zh.stdout
@@ -100,10 +121,15 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
     probe = f"import importlib.util as u; print([m for m in {tools!r} if u.find_spec(m)])"
     bare = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bare.returncode == 0 and bare.stdout.strip() == "[]", (bare.stdout, bare.stderr)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), f"{wheel}[tools]"],
-                   check=True, cwd=tmp_path, env=env)
-    cli = subprocess.run([str(python), "-m", "coursetools.homework", "--help"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), f"{wheel}[tools]"],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    cli = subprocess.run(
+        [str(python), "-m", "coursetools.homework", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
 
 

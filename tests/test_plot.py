@@ -1,12 +1,13 @@
 """attnlib.plot: figures carry the shapes in their titles and reject bad input."""
+
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
 
-from attnlib import AttnlibError, plot  # noqa: E402
+from attnlib import AttnlibError, plot
 
 
 def test_show_matrix_title_has_shape():
@@ -16,11 +17,12 @@ def test_show_matrix_title_has_shape():
 
 
 def test_show_matrices_labels_columns_and_axes():
-    fig = plot.show_matrices([("A", torch.eye(2)), ("B", torch.ones(3, 3))], col_labels=["k0", "k1", "k2"],
-                             xlabel="key")
+    fig = plot.show_matrices(
+        [("A", torch.eye(2)), ("B", torch.ones(3, 3))], col_labels=["k0", "k1", "k2"], xlabel="key"
+    )
     a, b = fig.axes
     assert [t.get_text() for t in b.get_xticklabels()] == ["k0", "k1", "k2"]
-    assert [t.get_text() for t in a.get_xticklabels()] == ["0", "1"]      # 2 columns: labels do not fit
+    assert [t.get_text() for t in a.get_xticklabels()] == ["0", "1"]  # 2 columns: labels do not fit
     assert a.get_xlabel() == b.get_xlabel() == "key"
     plt.close(fig)
 

@@ -1,20 +1,25 @@
 """attnlib.plot.scaling (chapter 11): log-log axes, fitted slopes in the legend, clear errors."""
+
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-from attnlib import AttnlibError, plot  # noqa: E402
+from attnlib import AttnlibError, plot
 
 TS = [128, 256, 512, 1024]
 
 
 def test_scaling_draws_each_series_with_its_slope_on_log_axes():
-    fig = plot.scaling(TS, {"quadratic": [3 * t**2 for t in TS], "linear": torch.tensor([5.0 * t for t in TS])},
-                       ylabel="bytes", title="memory")
+    fig = plot.scaling(
+        TS,
+        {"quadratic": [3 * t**2 for t in TS], "linear": torch.tensor([5.0 * t for t in TS])},
+        ylabel="bytes",
+        title="memory",
+    )
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = [line.get_label() for line in ax.lines]
@@ -32,26 +37,29 @@ def test_scaling_draws_each_series_with_its_slope_on_log_axes():
 
 
 def test_scaling_fits_the_last_points_and_draws_on_given_axes():
-    ys = [10.0, 11.0, 4 * 11.0, 16 * 11.0]          # flat, then quadratic
+    ys = [10.0, 11.0, 4 * 11.0, 16 * 11.0]  # flat, then quadratic
     fig, axes = plt.subplots(1, 2)
     out = plot.scaling(TS, {"time": ys}, fit_last=3, guides=(), ax=axes[1])
     assert out is fig
     assert [line.get_label() for line in axes[1].lines] == ["time: slope 2.00"]
     plot.scaling(TS, {"time": ys}, guides=(), ax=axes[0])
-    assert axes[0].lines[0].get_label() != "time: slope 2.00"          # all four points: a smaller slope
+    assert axes[0].lines[0].get_label() != "time: slope 2.00"  # all four points: a smaller slope
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(xs=[128], series={"a": [1]}), r"xs: expected at least two positive"),
-    (dict(xs=[0, 1], series={"a": [1, 2]}), r"xs: expected at least two positive"),
-    (dict(xs=TS, series={}), r"series: expected a non-empty dict"),
-    (dict(xs=TS, series=[1, 2, 3, 4]), r"series: expected a non-empty dict"),
-    (dict(xs=TS, series={"a": [1, 2, 3]}), r"series\['a'\]: expected 4 positive finite numbers"),
-    (dict(xs=TS, series={"a": [1, 2, 0, 4]}), r"series\['a'\]: expected 4 positive"),
-    (dict(xs=TS, series={"a": [1, 2, 3, 4]}, fit_last=1), r"fit_last: expected None or an int from 2 to 4"),
-    (dict(xs=TS, series={"a": [1, 2, 3, 4]}, fit_last=5), r"fit_last: expected None or an int from 2 to 4"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(xs=[128], series={"a": [1]}), r"xs: expected at least two positive"),
+        (dict(xs=[0, 1], series={"a": [1, 2]}), r"xs: expected at least two positive"),
+        (dict(xs=TS, series={}), r"series: expected a non-empty dict"),
+        (dict(xs=TS, series=[1, 2, 3, 4]), r"series: expected a non-empty dict"),
+        (dict(xs=TS, series={"a": [1, 2, 3]}), r"series\['a'\]: expected 4 positive finite numbers"),
+        (dict(xs=TS, series={"a": [1, 2, 0, 4]}), r"series\['a'\]: expected 4 positive"),
+        (dict(xs=TS, series={"a": [1, 2, 3, 4]}, fit_last=1), r"fit_last: expected None or an int from 2 to 4"),
+        (dict(xs=TS, series={"a": [1, 2, 3, 4]}, fit_last=5), r"fit_last: expected None or an int from 2 to 4"),
+    ],
+)
 def test_scaling_rejects_bad_input(kwargs, match):
     with pytest.raises(AttnlibError, match=match):
         plot.scaling(**kwargs)

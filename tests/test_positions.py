@@ -1,6 +1,7 @@
 """attnlib.positions against independent references: the paper's formula for the sinusoids
 (section 3.5, written as plain Python loops with math.sin / math.cos), and RoPE as complex
 multiplication (torch.polar, torch.view_as_complex), the form Su et al. 2021 derive it in."""
+
 import math
 
 import numpy as np
@@ -37,7 +38,7 @@ def test_sinusoidal_matches_the_papers_formula(T, d_model):
 
 def test_sinusoidal_interleaves_sin_and_cos():
     P = sinusoidal_positions(10, 8).double()
-    assert torch.all(P[0, 0::2] == 0) and torch.all(P[0, 1::2] == 1)        # sin 0, cos 0
+    assert torch.all(P[0, 0::2] == 0) and torch.all(P[0, 1::2] == 1)  # sin 0, cos 0
     torch.testing.assert_close(P[:, 0::2] ** 2 + P[:, 1::2] ** 2, torch.ones(10, 4, dtype=torch.float64))
     # column 0 is sin(pos): frequency 1; the last pair turns slowest
     torch.testing.assert_close(P[:, 0], torch.sin(torch.arange(10.0, dtype=torch.float64)), atol=1e-6, rtol=0)
@@ -49,32 +50,35 @@ def test_sinusoidal_shift_is_a_linear_map():
     (a rotation of every pair by k theta_i), the same for every pos."""
     T, d, k = 40, 16, 5
     P = sinusoidal_positions(T, d).double()
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)    # (d/2,)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
     M = torch.zeros(d, d, dtype=torch.float64)
     for i, t in enumerate(theta):
         c, s = math.cos(k * t), math.sin(k * t)
         # row vectors: [sin(a + kt), cos(a + kt)] = [sin a, cos a] @ [[c, -s], [s, c]]
-        M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
     torch.testing.assert_close(P[:-k] @ M, P[k:], atol=1e-6, rtol=0)
 
 
 def test_sinusoidal_dot_products_depend_on_the_offset_only():
     P = sinusoidal_positions(30, 32).double()
-    G = P @ P.T                                                              # (T, T)
+    G = P @ P.T  # (T, T)
     for off in range(-5, 6):
         diag = torch.diagonal(G, offset=off)
         torch.testing.assert_close(diag, diag[0].expand_as(diag), atol=1e-6, rtol=0)
-    torch.testing.assert_close(G, G.T)                                       # symmetric: +k and -k alike
+    torch.testing.assert_close(G, G.T)  # symmetric: +k and -k alike
 
 
-@pytest.mark.parametrize("T, d_model, match", [
-    (4, 5, "d_model: expected an even number"),
-    (0, 4, "T: expected a positive int"),
-    (4, 0, "d_model: expected a positive int"),
-    (4.0, 4, "T: expected a positive int"),
-    (True, 4, "T: expected a positive int"),
-    (4, "8", "d_model: expected a positive int"),
-])
+@pytest.mark.parametrize(
+    "T, d_model, match",
+    [
+        (4, 5, "d_model: expected an even number"),
+        (0, 4, "T: expected a positive int"),
+        (4, 0, "d_model: expected a positive int"),
+        (4.0, 4, "T: expected a positive int"),
+        (True, 4, "T: expected a positive int"),
+        (4, "8", "d_model: expected a positive int"),
+    ],
+)
 def test_sinusoidal_rejects_bad_arguments(T, d_model, match):
     with pytest.raises(AttnlibError, match=match):
         sinusoidal_positions(T, d_model)
@@ -89,19 +93,19 @@ def _rope_complex(x, positions=None, base=10000.0):
     multiplied by exp(j m theta_i), theta_i = base^(-2i/d)."""
     T, d = x.shape[-2], x.shape[-1]
     pos = torch.arange(T, dtype=torch.float64) if positions is None else positions.double().cpu()
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)         # (d/2,)
-    rot = torch.polar(torch.ones(T, d // 2, dtype=torch.float64), pos[:, None] * theta)   # (T, d/2) complex
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    rot = torch.polar(torch.ones(T, d // 2, dtype=torch.float64), pos[:, None] * theta)  # (T, d/2) complex
     z = torch.view_as_complex(x.double().cpu().reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(z * rot).flatten(-2)                          # (..., T, d), float64
+    return torch.view_as_real(z * rot).flatten(-2)  # (..., T, d), float64
 
 
 def _rope_halves(x, positions):
     """GPT-NeoX / Hugging Face LLaMA convention: dimension i pairs with i + d/2 ("rotate half")."""
     d = x.shape[-1]
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    ang = positions.double()[:, None] * theta                                # (T, d/2)
-    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)   # (T, d)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    ang = positions.double()[:, None] * theta  # (T, d/2)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)  # (T, d)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
@@ -111,24 +115,23 @@ def test_rope_matches_complex_multiplication(shape):
     torch.testing.assert_close(apply_rope(x), _rope_complex(x), atol=1e-12, rtol=0)
     pos = torch.tensor([3, 0, 11, 7, 2, 9, 100][: shape[-2]] + [5] * max(0, shape[-2] - 7))
     torch.testing.assert_close(apply_rope(x, pos), _rope_complex(x, pos), atol=1e-12, rtol=0)
-    torch.testing.assert_close(apply_rope(x, pos, base=500.0), _rope_complex(x, pos, base=500.0),
-                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(apply_rope(x, pos, base=500.0), _rope_complex(x, pos, base=500.0), atol=1e-12, rtol=0)
 
 
 def test_rope_float32_close_to_float64():
     x = torch.randn(2, 4, 50, 32, generator=torch.Generator().manual_seed(1))
-    pos = torch.arange(1000, 1050)                                           # large positions too
+    pos = torch.arange(1000, 1050)  # large positions too
     torch.testing.assert_close(apply_rope(x, pos).double(), _rope_complex(x, pos), atol=1e-4, rtol=0)
 
 
 def test_rope_frequencies_are_base_to_the_minus_2i_over_d():
     """Position 1 turns pair i by exactly theta_i = base^(-2i/d): read the angle off e_(2i)."""
     d = 12
-    x = torch.zeros(d // 2, 2, d, dtype=torch.float64)                       # one row per pair: e_2i at m = 0, 1
+    x = torch.zeros(d // 2, 2, d, dtype=torch.float64)  # one row per pair: e_2i at m = 0, 1
     for i in range(d // 2):
         x[i, :, 2 * i] = 1.0
     for base in (10000.0, 10.0):
-        out = apply_rope(x, torch.tensor([0, 1]), base=base)                 # (d/2, 2, d)
+        out = apply_rope(x, torch.tensor([0, 1]), base=base)  # (d/2, 2, d)
         angles = torch.stack([torch.atan2(out[i, 1, 2 * i + 1], out[i, 1, 2 * i]) for i in range(d // 2)])
         expected = torch.tensor([base ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
         torch.testing.assert_close(angles, expected, atol=1e-12, rtol=0)
@@ -138,7 +141,7 @@ def test_rope_scores_depend_on_m_minus_n_only():
     g = torch.Generator().manual_seed(2)
     q, k = torch.randn(16, dtype=torch.float64, generator=g), torch.randn(16, dtype=torch.float64, generator=g)
 
-    def score(m, n):                                                         # q at position m, k at position n
+    def score(m, n):  # q at position m, k at position n
         qm = apply_rope(q[None], torch.tensor([m]))[0]
         kn = apply_rope(k[None], torch.tensor([n]))[0]
         return qm @ kn
@@ -147,9 +150,8 @@ def test_rope_scores_depend_on_m_minus_n_only():
         for shift in (1, 13, 500):
             torch.testing.assert_close(score(m + shift, n + shift), score(m, n), atol=1e-9, rtol=0)
         # q_m . k_n = q . R_(n - m) k: only the offset enters
-        torch.testing.assert_close(score(m, n), q @ apply_rope(k[None], torch.tensor([n - m]))[0],
-                                   atol=1e-9, rtol=0)
-    assert not torch.allclose(score(5, 2), score(2, 5))                     # the sign of m - n matters
+        torch.testing.assert_close(score(m, n), q @ apply_rope(k[None], torch.tensor([n - m]))[0], atol=1e-9, rtol=0)
+    assert not torch.allclose(score(5, 2), score(2, 5))  # the sign of m - n matters
 
 
 def test_rope_attention_is_shift_invariant():
@@ -166,10 +168,10 @@ def test_rope_keeps_norms_and_position_zero_is_the_identity():
     x = torch.randn(3, 2, 10, 32, generator=torch.Generator().manual_seed(4))
     torch.testing.assert_close(apply_rope(x).norm(dim=-1), x.norm(dim=-1), atol=1e-5, rtol=1e-5)
     # and the norm of every pair, not only of the whole vector
-    pairs = lambda t: t.reshape(*t.shape[:-1], -1, 2).norm(dim=-1)          # noqa: E731
+    pairs = lambda t: t.reshape(*t.shape[:-1], -1, 2).norm(dim=-1)
     torch.testing.assert_close(pairs(apply_rope(x)), pairs(x), atol=1e-5, rtol=1e-5)
-    assert torch.equal(apply_rope(x, torch.zeros(10)), x)                    # cos 0 = 1, sin 0 = 0: exact
-    assert torch.equal(apply_rope(x[..., :1, :]), x[..., :1, :])             # one token sits at position 0
+    assert torch.equal(apply_rope(x, torch.zeros(10)), x)  # cos 0 = 1, sin 0 = 0: exact
+    assert torch.equal(apply_rope(x[..., :1, :]), x[..., :1, :])  # one token sits at position 0
 
 
 def test_rope_default_positions_are_0_to_T_minus_1():
@@ -190,19 +192,19 @@ def test_rope_is_rotate_half_after_a_permutation():
     """The interleaved pairs (2i, 2i+1) and GPT-NeoX's halves (i, i + d/2) differ by a fixed
     permutation of the dimensions: permute, rotate half, and it is apply_rope, permuted."""
     d = 16
-    perm = list(range(0, d, 2)) + list(range(1, d, 2))                      # pair i -> dimensions i, i + d/2
+    perm = list(range(0, d, 2)) + list(range(1, d, 2))  # pair i -> dimensions i, i + d/2
     x = torch.randn(2, 5, d, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
     pos = torch.arange(3, 8)
     torch.testing.assert_close(_rope_halves(x[..., perm], pos), apply_rope(x, pos)[..., perm], atol=1e-12, rtol=0)
-    assert not torch.allclose(_rope_halves(x, pos), apply_rope(x, pos))     # without it they differ
+    assert not torch.allclose(_rope_halves(x, pos), apply_rope(x, pos))  # without it they differ
 
 
 def test_rope_angles_are_the_sinusoidal_table():
     """RoPE at base 10000 turns pair i at position m by the angle of the table's column pair i."""
     T, d = 20, 16
-    ones = torch.tensor([1.0, 0.0]).repeat(d // 2).expand(T, d)              # every pair (1, 0)
-    rotated = apply_rope(ones)                                               # (cos, sin) per pair
-    swap = [j + 1 if j % 2 == 0 else j - 1 for j in range(d)]                # (cos, sin) -> (sin, cos)
+    ones = torch.tensor([1.0, 0.0]).repeat(d // 2).expand(T, d)  # every pair (1, 0)
+    rotated = apply_rope(ones)  # (cos, sin) per pair
+    swap = [j + 1 if j % 2 == 0 else j - 1 for j in range(d)]  # (cos, sin) -> (sin, cos)
     torch.testing.assert_close(rotated[:, swap], sinusoidal_positions(T, d), atol=1e-5, rtol=0)
 
 
@@ -210,14 +212,14 @@ def test_rope_angles_are_the_sinusoidal_table():
 @pytest.mark.parametrize("device", DEVICES)
 def test_rope_keeps_dtype_and_device(dtype, device):
     x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(8)).to(device, dtype)
-    out = apply_rope(x, torch.arange(3))                                     # positions on the CPU are fine
+    out = apply_rope(x, torch.arange(3))  # positions on the CPU are fine
     assert out.dtype == dtype and out.device == x.device and out.shape == x.shape
     tol = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(dtype, 1e-5)
     torch.testing.assert_close(out.double().cpu(), _rope_complex(x), atol=tol, rtol=tol)
 
 
 def test_rope_on_the_meta_device():
-    x = torch.empty(2, 12, 1024, 64, device="meta")                          # shapes only, no memory
+    x = torch.empty(2, 12, 1024, 64, device="meta")  # shapes only, no memory
     out = apply_rope(x)
     assert out.shape == x.shape and out.device.type == "meta"
 
@@ -225,25 +227,32 @@ def test_rope_on_the_meta_device():
 def test_rope_leaves_its_input_alone_and_passes_gradients():
     x = torch.randn(5, 8, generator=torch.Generator().manual_seed(9), requires_grad=True)
     before = x.detach().clone()
-    apply_rope(x).pow(2).sum().backward()                                    # |R x|^2 = |x|^2: gradient 2x
+    apply_rope(x).pow(2).sum().backward()  # |R x|^2 = |x|^2: gradient 2x
     assert torch.equal(x.detach(), before)
     torch.testing.assert_close(x.grad, 2 * before, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("args, kwargs, match", [
-    ((torch.randn(4, 7),), {}, r"x: expected a last dimension d_head that is even"),
-    ((torch.randn(4, 0),), {}, r"x: expected a last dimension d_head that is even"),
-    ((torch.randn(8),), {}, r"x: expected a tensor with at least 2 dimensions"),
-    (([[1.0, 0.0]],), {}, r"x: expected a torch.Tensor"),
-    ((np.ones((2, 4)),), {}, r"x: expected a torch.Tensor"),
-    ((torch.ones(2, 4, dtype=torch.long),), {}, r"x: expected a floating-point tensor"),
-    ((torch.randn(5, 8), torch.arange(4)), {}, r"positions: expected a 1-D tensor of shape \(5,\)"),
-    ((torch.randn(2, 5, 8), torch.arange(10).reshape(2, 5)), {}, r"positions: expected a 1-D tensor of shape \(5,\)"),
-    ((torch.randn(5, 8), [0, 1, 2, 3, 4]), {}, r"positions: expected None or a 1-D tensor of T=5 positions"),
-    ((torch.randn(5, 8), torch.ones(5, dtype=torch.bool)), {}, r"positions: expected integer or float positions"),
-    ((torch.randn(5, 8),), {"base": 0.0}, r"base: expected a positive number"),
-    ((torch.randn(5, 8),), {"base": "10000"}, r"base: expected a positive number"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((torch.randn(4, 7),), {}, r"x: expected a last dimension d_head that is even"),
+        ((torch.randn(4, 0),), {}, r"x: expected a last dimension d_head that is even"),
+        ((torch.randn(8),), {}, r"x: expected a tensor with at least 2 dimensions"),
+        (([[1.0, 0.0]],), {}, r"x: expected a torch.Tensor"),
+        ((np.ones((2, 4)),), {}, r"x: expected a torch.Tensor"),
+        ((torch.ones(2, 4, dtype=torch.long),), {}, r"x: expected a floating-point tensor"),
+        ((torch.randn(5, 8), torch.arange(4)), {}, r"positions: expected a 1-D tensor of shape \(5,\)"),
+        (
+            (torch.randn(2, 5, 8), torch.arange(10).reshape(2, 5)),
+            {},
+            r"positions: expected a 1-D tensor of shape \(5,\)",
+        ),
+        ((torch.randn(5, 8), [0, 1, 2, 3, 4]), {}, r"positions: expected None or a 1-D tensor of T=5 positions"),
+        ((torch.randn(5, 8), torch.ones(5, dtype=torch.bool)), {}, r"positions: expected integer or float positions"),
+        ((torch.randn(5, 8),), {"base": 0.0}, r"base: expected a positive number"),
+        ((torch.randn(5, 8),), {"base": "10000"}, r"base: expected a positive number"),
+    ],
+)
 def test_rope_rejects_bad_input(args, kwargs, match):
     with pytest.raises(AttnlibError, match=match):
         apply_rope(*args, **kwargs)

@@ -1,4 +1,5 @@
 """The repository's own rules: notebooks committed executed, every page in the book."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,8 @@ def test_notebook_executed_top_to_bottom(path):
     assert not never_run, f"{path.name}: code cells {never_run} were never executed"
     assert counts == list(range(1, len(cells) + 1)), (
         f"{path.name}: execution counts {counts} are not 1..{len(cells)}: "
-        "restart the kernel and run all cells, then save")
+        "restart the kernel and run all cells, then save"
+    )
     for cell in cells:
         for out in cell.get("outputs", []):
             if out["output_type"] == "execute_result":
@@ -99,6 +101,7 @@ def test_requirements_pinned_exactly():
 
 def test_attnlib_docstring_lists_every_public_name():
     import attnlib
+
     doc = attnlib.__doc__
     missing = [name for name in attnlib.__all__ if name not in doc]
     assert not missing, f"attnlib/__init__.py's docstring does not mention {missing}"
@@ -131,17 +134,27 @@ def test_licence_matches_pyproject():
 
 def _named_paths(text: str) -> list[str]:
     """Repository paths a page names in backticks: `book/execute.py`, `locales/zh_CN/terminology.md`."""
-    names = re.findall(r"`([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+/?|[A-Za-z0-9_\-]+\.(?:py|md|yml|toml|txt|cfg))`", text)
-    return [n for n in names if not n.startswith(("http", "_build", ".venv", "student", "submissions"))
-            and "NN" not in n and not n.startswith("notebooks/zh")]
+    names = re.findall(
+        r"`([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+/?|[A-Za-z0-9_\-]+\.(?:py|md|yml|toml|txt|cfg))`", text
+    )
+    return [
+        n
+        for n in names
+        if not n.startswith(("http", "_build", ".venv", "student", "submissions"))
+        and "NN" not in n
+        and not n.startswith("notebooks/zh")
+    ]
 
 
 @pytest.mark.parametrize("page", ["README.md", "CONTRIBUTING.md", "book/homework.md"])
 def test_pages_name_only_paths_and_make_targets_that_exist(page):
     """What a contributor reads stays true: every file or folder named exists, every `make X` is a target."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    missing = [p for p in _named_paths(text)
-               if not ((ROOT / p).exists() if "/" in p else any(ROOT.glob(f"*/{p}")) or (ROOT / p).exists())]
+    missing = [
+        p
+        for p in _named_paths(text)
+        if not ((ROOT / p).exists() if "/" in p else any(ROOT.glob(f"*/{p}")) or (ROOT / p).exists())
+    ]
     assert not missing, f"{page} names paths that do not exist: {missing}"
     targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
     named = set(re.findall(r"\bmake ([a-z][\w-]*)", text))
@@ -159,15 +172,16 @@ def test_notebook_carries_no_volatile_metadata(path):
         assert not extra, f"cell {i} carries volatile metadata {sorted(extra)}: run book/execute.py"
         outputs = cell.get("outputs", [])
         for a, b in zip(outputs, outputs[1:]):
-            assert not (a["output_type"] == b["output_type"] == "stream" and a["name"] == b["name"]), \
+            assert not (a["output_type"] == b["output_type"] == "stream" and a["name"] == b["name"]), (
                 f"cell {i}: one stream split in two outputs: run book/execute.py"
+            )
 
 
 # The figures stay in the notebooks (embedded PNG): a chapter opened on GitHub, in Colab or offline
 # shows them, and re-executing draws the same bytes, so a diff shows only a figure that changed.
 # These limits keep each notebook small enough to view on GitHub and to review; CONTRIBUTING.md
 # says what to do when one is reached.
-NOTEBOOK_LIMIT, FIGURE_LIMIT = 500_000, 150_000   # bytes of the .ipynb file, of one figure's base64
+NOTEBOOK_LIMIT, FIGURE_LIMIT = 500_000, 150_000  # bytes of the .ipynb file, of one figure's base64
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -178,3 +192,19 @@ def test_notebook_and_its_figures_stay_small(path):
         for output in cell.get("outputs", []):
             png = output.get("data", {}).get("image/png", "")
             assert len(png) <= FIGURE_LIMIT, f"{path.name} cell {i}: a figure of {len(png):,} bytes"
+
+
+def test_ruff_is_clean():
+    """`make lint`: the code and the notebooks pass ruff's checks and the code its format
+    (pyproject.toml [tool.ruff]); `make format` fixes what it can."""
+    import shutil
+    import subprocess
+    import sys
+
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    linted = re.search(r"^LINTED := (.+)$", make, re.M).group(1).split()
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is not installed (requirements.txt pins it)"
+    for args in (["check", *linted, "notebooks"], ["format", "--check", *linted]):
+        run = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True)
+        assert run.returncode == 0, f"ruff {' '.join(args[:2])}:\n{run.stdout}{run.stderr}"

@@ -1,11 +1,13 @@
 """Chapters 2-5: scores, scaling, masks and softmax, checked against PyTorch."""
+
 import math
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnlib._validate import AttnlibError
 from attnlib.masks import causal_mask, float_mask, padding_mask
@@ -23,9 +25,15 @@ def raises(*fragments):
 
 # ---------------------------------------------------------------- scores (chapters 2, 3)
 
+
 @FAST
-@given(batch=st.lists(st.integers(1, 3), max_size=2), T_q=st.integers(1, 6), T_k=st.integers(1, 6),
-       d_k=st.integers(1, 9), seed=st.integers(0, 2**16))
+@given(
+    batch=st.lists(st.integers(1, 3), max_size=2),
+    T_q=st.integers(1, 6),
+    T_k=st.integers(1, 6),
+    d_k=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
 def test_qk_scores_is_every_query_dot_every_key(batch, T_q, T_k, d_k, seed):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(*batch, T_q, d_k, generator=g, dtype=torch.float64)
@@ -76,6 +84,7 @@ def test_qk_scores_bad_input():
 
 # ---------------------------------------------------------------- masks (chapter 4)
 
+
 @pytest.mark.parametrize("T_q,T_k", [(1, 1), (4, 4), (3, 6), (6, 3)])
 def test_causal_mask_matches_sdpa_is_causal(T_q, T_k):
     mask = causal_mask(T_q, T_k)
@@ -86,8 +95,9 @@ def test_causal_mask_matches_sdpa_is_causal(T_q, T_k):
             assert mask[i, j].item() == (j <= i)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, T, 4, generator=g) for T in (T_q, T_k, T_k))
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask), F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    )
 
 
 def test_causal_mask_default_square_and_device():
@@ -119,8 +129,9 @@ def test_float_mask_is_the_additive_form():
     fm = float_mask(mask, dtype=torch.float64)
     assert fm.dtype == torch.float64
     assert set(fm.unique().tolist()) <= {0.0, NEG_INF}
-    torch.testing.assert_close(torch.softmax(scores + float_mask(mask), -1),
-                               torch.softmax(scores.masked_fill(~mask, NEG_INF), -1))
+    torch.testing.assert_close(
+        torch.softmax(scores + float_mask(mask), -1), torch.softmax(scores.masked_fill(~mask, NEG_INF), -1)
+    )
 
 
 def test_mask_bad_input():
@@ -146,9 +157,14 @@ def test_mask_bad_input():
 
 # ---------------------------------------------------------------- softmax (chapter 5)
 
+
 @FAST
-@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data(),
-       seed=st.integers(0, 2**16), spread=st.sampled_from([1.0, 30.0, 1e4]))
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    data=st.data(),
+    seed=st.integers(0, 2**16),
+    spread=st.sampled_from([1.0, 30.0, 1e4]),
+)
 def test_softmax_matches_torch(shape, data, seed, spread):
     dim = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * spread

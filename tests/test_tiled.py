@@ -3,6 +3,7 @@
 References: ``F.scaled_dot_product_attention`` and ``torch.softmax`` (independent of attnlib),
 and ``attnlib.attention`` (the explicit full-matrix path of chapter 5).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,10 +32,22 @@ def _qkv(batch, T_q, T_k, d_k=8, d_v=5, dtype=torch.float64, seed=0, scale=1.0):
 # (batch, T_q, T_k, block_size): T a multiple of the block and not, T_q != T_k both ways,
 # block 1 (the online softmax one key at a time), a block larger than T (one tile), T = 1
 SHAPES = [
-    ((), 8, 8, 4), ((), 8, 8, 3), ((2,), 10, 10, 4), ((2, 3), 7, 7, 2),
-    ((2,), 5, 9, 2), ((2,), 9, 5, 2), ((1, 2), 3, 11, 4), ((2,), 11, 3, 4),
-    ((2,), 6, 6, 1), ((2,), 5, 7, 1), ((2,), 6, 6, 100), ((2,), 4, 9, 100),
-    ((3,), 1, 1, 2), ((3,), 1, 6, 2), ((3,), 6, 1, 2), ((2, 2), 33, 17, 8),
+    ((), 8, 8, 4),
+    ((), 8, 8, 3),
+    ((2,), 10, 10, 4),
+    ((2, 3), 7, 7, 2),
+    ((2,), 5, 9, 2),
+    ((2,), 9, 5, 2),
+    ((1, 2), 3, 11, 4),
+    ((2,), 11, 3, 4),
+    ((2,), 6, 6, 1),
+    ((2,), 5, 7, 1),
+    ((2,), 6, 6, 100),
+    ((2,), 4, 9, 100),
+    ((3,), 1, 1, 2),
+    ((3,), 1, 6, 2),
+    ((3,), 6, 1, 2),
+    ((2, 2), 33, 17, 8),
 ]
 
 
@@ -54,23 +67,27 @@ def test_equals_attention_and_sdpa(batch, T_q, T_k, block, is_causal, dtype):
 def test_scale(scale, is_causal):
     q, k, v = _qkv((2,), 9, 7)
     out = tiled_attention(q, k, v, block_size=4, is_causal=is_causal, scale=scale)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale),
-                               **TOL[torch.float64])
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale), **TOL[torch.float64]
+    )
 
 
 def test_default_block_size_is_used_and_gives_the_same_result():
     assert tiled_attention.__defaults__[0] == DEFAULT_BLOCK_SIZE
     q, k, v = _qkv((1,), DEFAULT_BLOCK_SIZE + 37, 2 * DEFAULT_BLOCK_SIZE + 5, d_k=16, d_v=16, dtype=torch.float32)
     for is_causal in (False, True):
-        torch.testing.assert_close(tiled_attention(q, k, v, is_causal=is_causal),
-                                   F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            tiled_attention(q, k, v, is_causal=is_causal),
+            F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 def test_broadcast_batch_dims():
     g = torch.Generator().manual_seed(1)
-    q = torch.randn(2, 1, 6, 4, generator=g, dtype=torch.float64)    # broadcast over heads
-    k = torch.randn(1, 3, 8, 4, generator=g, dtype=torch.float64)    # broadcast over the batch
+    q = torch.randn(2, 1, 6, 4, generator=g, dtype=torch.float64)  # broadcast over heads
+    k = torch.randn(1, 3, 8, 4, generator=g, dtype=torch.float64)  # broadcast over the batch
     v = torch.randn(2, 3, 8, 5, generator=g, dtype=torch.float64)
     for is_causal in (False, True):
         out = tiled_attention(q, k, v, block_size=3, is_causal=is_causal)
@@ -82,12 +99,13 @@ def test_large_scores_do_not_overflow():
     """Scores in the thousands: exp overflows unless every exponent is shifted by the running max,
     and the rescaling must work when the max grows by thousands from one block to the next."""
     q, k, v = _qkv((2,), 7, 12, dtype=torch.float32, scale=30.0)
-    k[..., 8:, :] *= 3                                               # a much larger max in a later block
+    k[..., 8:, :] *= 3  # a much larger max in a later block
     for is_causal in (False, True):
         out = tiled_attention(q, k, v, block_size=4, is_causal=is_causal)
         assert torch.isfinite(out).all()
-        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_no_keys_gives_zero_rows_like_sdpa():
@@ -106,15 +124,21 @@ def test_a_row_of_minus_inf_scores_gives_zeros_like_sdpa():
     positive first coordinate): no key can be attended, as in a fully masked row. SDPA and
     attention return a zero row; the tiled path must not compute exp(-inf - (-inf)) = NaN."""
     g = torch.Generator().manual_seed(3)
-    q, k, v = torch.randn(1, 5, 3, generator=g), torch.rand(1, 9, 3, generator=g) + 0.1, torch.randn(1, 9, 2, generator=g)
+    q, k, v = (
+        torch.randn(1, 5, 3, generator=g),
+        torch.rand(1, 9, 3, generator=g) + 0.1,
+        torch.randn(1, 9, 2, generator=g),
+    )
     q[0, 1] = torch.tensor([float("-inf"), 0.0, 0.0])
     assert torch.isneginf(q @ k.transpose(-2, -1))[0, 1].all()
     for is_causal in (False, True):
         out = tiled_attention(q, k, v, block_size=2, is_causal=is_causal)
         assert torch.equal(out[0, 1], torch.zeros(2))
-        for ref in (F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
-                    F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=is_causal)[0],
-                    attention(q, k, v, is_causal=is_causal)[0]):
+        for ref in (
+            F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
+            F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=is_causal)[0],
+            attention(q, k, v, is_causal=is_causal)[0],
+        ):
             torch.testing.assert_close(out, ref)
 
 
@@ -140,10 +164,10 @@ def test_skipped_tiles_are_never_read():
     b, n = 4, 4
     q, k, v = _qkv((2,), b * n, b * n)
     expected = attention(q, k, v, is_causal=True)[0]
-    for a in range(n):                                       # query block a: rows a*b .. a*b + b - 1
+    for a in range(n):  # query block a: rows a*b .. a*b + b - 1
         k2, v2 = k.clone(), v.clone()
-        k2[..., (a + 1) * b:, :] = float("nan")              # key blocks a+1 .. n-1: all in the future
-        v2[..., (a + 1) * b:, :] = float("nan")
+        k2[..., (a + 1) * b :, :] = float("nan")  # key blocks a+1 .. n-1: all in the future
+        v2[..., (a + 1) * b :, :] = float("nan")
         out = tiled_attention(q, k2, v2, block_size=b, is_causal=True)
         rows = slice(a * b, (a + 1) * b)
         assert not out[..., rows, :].isnan().any(), f"query block {a} read a skipped tile"
@@ -159,13 +183,13 @@ def test_tile_plan_matches_the_mask(T_q, T_k, b):
     assert plan.shape == (math.ceil(T_q / b), math.ceil(T_k / b))
     for a in range(plan.shape[0]):
         for c in range(plan.shape[1]):
-            tile = allowed[a * b:(a + 1) * b, c * b:(c + 1) * b]
+            tile = allowed[a * b : (a + 1) * b, c * b : (c + 1) * b]
             assert plan[a, c] == (0 if not tile.any() else 1 if tile.all() else 2), (a, c)
     assert torch.equal(tile_plan(T_q, T_k, b), torch.ones_like(plan))
 
 
 def test_tile_plan_counts():
-    n = 16                                                  # T = 4096, b = 256
+    n = 16  # T = 4096, b = 256
     plan = tile_plan(4096, 4096, 256, is_causal=True)
     assert (plan > 0).sum() == n * (n + 1) // 2 and (plan == 2).sum() == n
 
@@ -173,8 +197,9 @@ def test_tile_plan_counts():
 def test_gradients_flow_like_attention():
     q, k, v = (t.requires_grad_() for t in _qkv((2,), 6, 7))
     for is_causal in (False, True):
-        grads = torch.autograd.grad(tiled_attention(q, k, v, block_size=3, is_causal=is_causal).square().sum(),
-                                    (q, k, v))
+        grads = torch.autograd.grad(
+            tiled_attention(q, k, v, block_size=3, is_causal=is_causal).square().sum(), (q, k, v)
+        )
         expected = torch.autograd.grad(attention(q, k, v, is_causal=is_causal)[0].square().sum(), (q, k, v))
         for got, want in zip(grads, expected):
             torch.testing.assert_close(got, want, **TOL[torch.float64])
@@ -184,8 +209,9 @@ def test_keeps_dtype_for_half_precision():
     q, k, v = _qkv((2,), 9, 9, dtype=torch.bfloat16)
     out = tiled_attention(q, k, v, block_size=4, is_causal=True)
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.double(), attention(q.double(), k.double(), v.double(), is_causal=True)[0],
-                               atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(
+        out.double(), attention(q.double(), k.double(), v.double(), is_causal=True)[0], atol=3e-2, rtol=3e-2
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -200,6 +226,7 @@ def test_on_cuda_stays_there_and_uses_less_memory():
 
 # --- the online softmax of one row (or many) ---------------------------------------------------
 
+
 @pytest.mark.parametrize("n, b", [(1, 1), (5, 2), (8, 4), (7, 1), (6, 100), (33, 8)])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_online_softmax_equals_torch_softmax(n, b, dtype):
@@ -211,9 +238,13 @@ def test_online_softmax_equals_torch_softmax(n, b, dtype):
 
 def test_online_softmax_masked_entries_and_rows():
     inf = float("inf")
-    x = torch.tensor([[-inf, -inf, 1.0, 2.0, -inf],     # the first block is all -inf: no NaN
-                      [-inf, -inf, -inf, -inf, -inf],   # a fully masked row: zeros, as attnlib.softmax
-                      [1000.0, -inf, 1003.0, 999.0, 2000.0]])   # large values, max grows by 997
+    x = torch.tensor(
+        [
+            [-inf, -inf, 1.0, 2.0, -inf],  # the first block is all -inf: no NaN
+            [-inf, -inf, -inf, -inf, -inf],  # a fully masked row: zeros, as attnlib.softmax
+            [1000.0, -inf, 1003.0, 999.0, 2000.0],
+        ]
+    )  # large values, max grows by 997
     got = online_softmax(x, block_size=2)
     assert not got.isnan().any()
     torch.testing.assert_close(got[[0, 2]], torch.softmax(x[[0, 2]], dim=-1))
@@ -227,38 +258,49 @@ def test_online_softmax_property(n, b, seed, masked):
     x = 5 * torch.randn(3, n, generator=g, dtype=torch.float64)
     x = x.masked_fill(torch.rand(3, n, generator=g, dtype=torch.float64) < masked, float("-inf"))
     got = online_softmax(x, block_size=b)
-    empty = torch.isinf(x).all(dim=-1)                  # rows with every entry masked: zeros
+    empty = torch.isinf(x).all(dim=-1)  # rows with every entry masked: zeros
     assert torch.equal(got[empty], torch.zeros_like(got[empty]))
     torch.testing.assert_close(got[~empty], torch.softmax(x[~empty], dim=-1), **TOL[torch.float64])
 
 
 # --- the property test: many shapes, block sizes and masks ---------------------------------------
 
+
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(batch=st.lists(st.integers(1, 3), max_size=2), T_q=st.integers(0, 20), T_k=st.integers(0, 20),
-       d_k=st.integers(1, 6), d_v=st.integers(1, 6), block=st.integers(1, 24), is_causal=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(
+    batch=st.lists(st.integers(1, 3), max_size=2),
+    T_q=st.integers(0, 20),
+    T_k=st.integers(0, 20),
+    d_k=st.integers(1, 6),
+    d_v=st.integers(1, 6),
+    block=st.integers(1, 24),
+    is_causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_property_equals_sdpa_and_attention(batch, T_q, T_k, d_k, d_v, block, is_causal, seed):
     q, k, v = _qkv(tuple(batch), T_q, T_k, d_k=d_k, d_v=d_v, seed=seed)
     out = tiled_attention(q, k, v, block_size=block, is_causal=is_causal)
     assert out.shape == (*batch, T_q, d_v) and out.dtype == torch.float64
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
-                               **TOL[torch.float64])
-    if T_k > 0:   # attnlib.attention cannot take a softmax over 0 keys (SDPA returns zeros, as we do)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal), **TOL[torch.float64])
+    if T_k > 0:  # attnlib.attention cannot take a softmax over 0 keys (SDPA returns zeros, as we do)
         torch.testing.assert_close(out, attention(q, k, v, is_causal=is_causal)[0], **TOL[torch.float64])
 
 
 # --- peak memory -------------------------------------------------------------------------------
 
+
 def test_peak_memory_measures_allocations():
-    _, peak = peak_memory(lambda: torch.empty(512, 512))                 # 1 MiB of float32
+    _, peak = peak_memory(lambda: torch.empty(512, 512))  # 1 MiB of float32
     assert peak == 2**20
+
     def two_at_once():
         a = torch.empty(256, 1024)
         b = torch.empty(256, 1024)
         return a.sum() + b.sum()
+
     def one_at_a_time():
         return torch.empty(256, 1024).sum() + torch.empty(256, 1024).sum()
+
     _, both = peak_memory(two_at_once)
     _, one = peak_memory(one_at_a_time)
     assert 2 * 2**20 <= both < 2 * 2**20 + 1024
@@ -275,12 +317,13 @@ def test_tiled_uses_a_fraction_of_the_full_paths_memory():
         out, tiled_peak = peak_memory(lambda: tiled_attention(q, k, v))
         full, full_peak = peak_memory(lambda: attention(q, k, v)[0])
     torch.testing.assert_close(out, full, atol=1e-5, rtol=1e-4)
-    assert full_peak >= 2 * T * T * 4                      # the scores and the weights, at least
+    assert full_peak >= 2 * T * T * 4  # the scores and the weights, at least
     assert tiled_peak * 8 <= full_peak
     assert tiled_peak < 4 * (T * 64 * 4 + 3 * DEFAULT_BLOCK_SIZE * DEFAULT_BLOCK_SIZE * 4)
 
 
 # --- errors --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("block_size", [0, -2, 1.5, True, None, "64"])
 def test_bad_block_size(block_size):
@@ -293,17 +336,20 @@ def test_bad_block_size(block_size):
         tile_plan(4, 4, block_size)
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda q, k, v: (q.long(), k, v), "q: expected a floating-point tensor"),
-    (lambda q, k, v: (q, k[0], v), "k: expected a 3-D tensor"),
-    (lambda q, k, v: (q, k[..., :3], v), "k: expected last dimension d_k = 8"),
-    (lambda q, k, v: (q, k, v[:, :5]), "v: expected T_k = 6 rows"),
-    (lambda q, k, v: (q, k, v[0]), "v: expected a 3-D tensor"),
-    (lambda q, k, v: (q, k, v.float()), "v: expected dtype torch.float64"),
-    (lambda q, k, v: (q, k.float(), v), "k: expected dtype torch.float64"),
-    (lambda q, k, v: (q[:1].expand(3, -1, -1), k, v), "batch dimensions that broadcast"),
-    (lambda q, k, v: (q[0, 0], k, v), "q: expected a tensor of shape"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda q, k, v: (q.long(), k, v), "q: expected a floating-point tensor"),
+        (lambda q, k, v: (q, k[0], v), "k: expected a 3-D tensor"),
+        (lambda q, k, v: (q, k[..., :3], v), "k: expected last dimension d_k = 8"),
+        (lambda q, k, v: (q, k, v[:, :5]), "v: expected T_k = 6 rows"),
+        (lambda q, k, v: (q, k, v[0]), "v: expected a 3-D tensor"),
+        (lambda q, k, v: (q, k, v.float()), "v: expected dtype torch.float64"),
+        (lambda q, k, v: (q, k.float(), v), "k: expected dtype torch.float64"),
+        (lambda q, k, v: (q[:1].expand(3, -1, -1), k, v), "batch dimensions that broadcast"),
+        (lambda q, k, v: (q[0, 0], k, v), "q: expected a tensor of shape"),
+    ],
+)
 def test_bad_shapes_and_dtypes(change, match):
     q, k, v = change(*_qkv((2,), 5, 6))
     with pytest.raises(AttnlibError, match=match):

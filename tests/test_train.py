@@ -1,5 +1,6 @@
 """Chapter 10: the GPT's attention weights, the reversal task, the next-token loss and the
 training loop, against PyTorch and the formulas."""
+
 import math
 import re
 
@@ -22,10 +23,11 @@ def raises(*fragments):
 
 # ---------------------------------------------------------------- GPT(ids, need_weights=True)
 
+
 def _model(seed=0, config=TINY):
     torch.manual_seed(seed)
     model = GPT(config).double().eval()
-    with torch.no_grad():   # larger weights than GPT-2's init: weights far from uniform, a sharper test
+    with torch.no_grad():  # larger weights than GPT-2's init: weights far from uniform, a sharper test
         for block in model.blocks:
             for lin in (block.attn.w_q, block.attn.w_k):
                 lin.weight.normal_(0, 0.5)
@@ -41,9 +43,9 @@ def test_weights_shapes_rows_and_causality():
     for w in weights:
         assert w.shape == (2, TINY.n_heads, 7, 7)
         torch.testing.assert_close(w.sum(-1), torch.ones(2, TINY.n_heads, 7, dtype=torch.float64))
-        assert (w[..., ~allowed] == 0).all()                          # nothing above the diagonal
-        assert (w[..., allowed] > 0).all()                            # every allowed key some weight
-        assert w.std() > 0.05                                         # not uniform: the test can fail
+        assert (w[..., ~allowed] == 0).all()  # nothing above the diagonal
+        assert (w[..., allowed] > 0).all()  # every allowed key some weight
+        assert w.std() > 0.05  # not uniform: the test can fail
 
 
 def test_weights_path_gives_the_fast_paths_logits():
@@ -58,7 +60,7 @@ def test_weights_equal_attention_recomputed_by_hand():
     model = _model()
     ids = torch.randint(0, 11, (2, 8))
     _, weights = model(ids, need_weights=True)
-    x = model.tok_emb.weight[ids] + model.pos_emb.weight[:8]          # (B, T, d_model)
+    x = model.tok_emb.weight[ids] + model.pos_emb.weight[:8]  # (B, T, d_model)
     n_heads, d_head = TINY.n_heads, TINY.d_model // TINY.n_heads
     causal = torch.ones(8, 8, dtype=torch.bool).tril()
     for block, w in zip(model.blocks, weights):
@@ -103,23 +105,24 @@ def test_block_need_weights_and_bad_flags():
 
 # ---------------------------------------------------------------- reverse_batch
 
+
 def test_reverse_batch_layout():
     g = torch.Generator().manual_seed(0)
     ids, targets, mask = reverse_batch(64, 5, 11, generator=g)
     L, T = 5, 11
     assert ids.shape == targets.shape == mask.shape == (64, T)
     assert ids.dtype == targets.dtype == torch.int64 and mask.dtype == torch.bool
-    assert (ids[:, L] == 10).all()                                    # the separator, vocab_size - 1
-    assert (ids[:, :L] < 10).all() and (ids[:, :L] >= 0).all()       # digits only before it
+    assert (ids[:, L] == 10).all()  # the separator, vocab_size - 1
+    assert (ids[:, :L] < 10).all() and (ids[:, :L] >= 0).all()  # digits only before it
     for b in range(64):
-        assert ids[b, L + 1:].tolist() == ids[b, :L].tolist()[::-1]   # reversed after it
+        assert ids[b, L + 1 :].tolist() == ids[b, :L].tolist()[::-1]  # reversed after it
     assert torch.equal(targets[:, :-1], ids[:, 1:]) and (targets[:, -1] == IGNORE).all()
     assert mask[0].tolist() == [False] * L + [True] * L + [False]
     assert (mask == mask[0]).all()
     t = torch.arange(T)
     rows = torch.arange(64)[:, None]
     # where the mask is True, the next token is the digit at key 2L - 1 - t: the anti-diagonal
-    assert torch.equal(targets[:, L:2 * L], ids[rows, (2 * L - 1 - t[L:2 * L])[None]])
+    assert torch.equal(targets[:, L : 2 * L], ids[rows, (2 * L - 1 - t[L : 2 * L])[None]])
 
 
 def test_reverse_batch_is_seeded_and_uses_every_digit():
@@ -131,19 +134,23 @@ def test_reverse_batch_is_seeded_and_uses_every_digit():
     assert set(a[0][:, :6].flatten().tolist()) == set(range(10))
 
 
-@pytest.mark.parametrize("kwargs, fragments", [
-    (dict(batch_size=0, length=3, vocab_size=11), ("batch_size:", "positive int", "0")),
-    (dict(batch_size=2, length=0, vocab_size=11), ("length:", "positive int")),
-    (dict(batch_size=2, length=3, vocab_size=2), ("vocab_size:", "at least 3", "vocab_size=2")),
-    (dict(batch_size=2, length=3.0, vocab_size=11), ("length:", "positive int", "float")),
-    (dict(batch_size=2, length=3, vocab_size=11, generator=3), ("generator:", "CPU torch.Generator", "int 3")),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        (dict(batch_size=0, length=3, vocab_size=11), ("batch_size:", "positive int", "0")),
+        (dict(batch_size=2, length=0, vocab_size=11), ("length:", "positive int")),
+        (dict(batch_size=2, length=3, vocab_size=2), ("vocab_size:", "at least 3", "vocab_size=2")),
+        (dict(batch_size=2, length=3.0, vocab_size=11), ("length:", "positive int", "float")),
+        (dict(batch_size=2, length=3, vocab_size=11, generator=3), ("generator:", "CPU torch.Generator", "int 3")),
+    ],
+)
 def test_reverse_batch_errors(kwargs, fragments):
     with raises(*fragments):
         reverse_batch(**kwargs)
 
 
 # ---------------------------------------------------------------- next_token_loss
+
 
 def test_loss_is_the_formula():
     torch.manual_seed(0)
@@ -159,19 +166,25 @@ def test_loss_is_the_formula():
     kept = targets != IGNORE
     torch.testing.assert_close(next_token_loss(logits, targets), F.cross_entropy(logits[kept], targets[kept]))
     # uniform logits: log(vocab_size)
-    assert math.isclose(next_token_loss(torch.zeros(2, 4, 7), torch.ones(2, 4, dtype=torch.long)).item(),
-                        math.log(7), rel_tol=1e-6)
+    assert math.isclose(
+        next_token_loss(torch.zeros(2, 4, 7), torch.ones(2, 4, dtype=torch.long)).item(), math.log(7), rel_tol=1e-6
+    )
 
 
-@pytest.mark.parametrize("args, fragments", [
-    ((torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long)), ("logits:", "(B, T, vocab_size)")),
-    ((torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long)), ("targets:", "(B, T) = (2, 3)", "(2, 4)")),
-    ((torch.zeros(2, 3, 5), torch.zeros(2, 3)), ("targets:", "integer", "float32")),
-    ((torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3)), ("mask:", "boolean")),
-    ((torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.bool)),
-     ("mask:", "at least one True")),
-    ((torch.zeros(2, 3, 5), torch.full((2, 3), 5)), ("targets:", "[0, 4] where mask is True", "5")),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        ((torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long)), ("logits:", "(B, T, vocab_size)")),
+        ((torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long)), ("targets:", "(B, T) = (2, 3)", "(2, 4)")),
+        ((torch.zeros(2, 3, 5), torch.zeros(2, 3)), ("targets:", "integer", "float32")),
+        ((torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3)), ("mask:", "boolean")),
+        (
+            (torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.bool)),
+            ("mask:", "at least one True"),
+        ),
+        ((torch.zeros(2, 3, 5), torch.full((2, 3), 5)), ("targets:", "[0, 4] where mask is True", "5")),
+    ],
+)
 def test_loss_errors(args, fragments):
     with raises(*fragments):
         next_token_loss(*args)
@@ -187,6 +200,7 @@ def test_loss_ignore_without_mask_is_skipped_but_with_mask_is_an_error():
 
 # ---------------------------------------------------------------- train
 
+
 def _tiny_run(steps=60, seed=0, **kwargs):
     torch.manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=6, context_length=7, d_model=16, n_layers=1, n_heads=2))
@@ -197,14 +211,14 @@ def _tiny_run(steps=60, seed=0, **kwargs):
 def test_training_lowers_the_loss_and_is_reproducible():
     model, losses = _tiny_run()
     assert len(losses) == 60 and all(isinstance(x, float) for x in losses)
-    assert abs(losses[0] - math.log(6)) < 0.1                          # a fresh model guesses uniformly
+    assert abs(losses[0] - math.log(6)) < 0.1  # a fresh model guesses uniformly
     assert sum(losses[-10:]) / 10 < 0.5 * losses[0]
-    assert _tiny_run()[1] == losses                                     # seeded: the same losses again
-    assert model.training                                               # it started in training mode
+    assert _tiny_run()[1] == losses  # seeded: the same losses again
+    assert model.training  # it started in training mode
     ids, targets, mask = reverse_batch(256, 3, 6, generator=torch.Generator().manual_seed(99))
     with torch.no_grad():
         trained = next_token_loss(model(ids), targets, mask).item()
-    assert trained < 0.5 * losses[0]                                    # and on fresh sequences too
+    assert trained < 0.5 * losses[0]  # and on fresh sequences too
 
 
 def test_training_restores_the_mode_and_changes_every_attention_matrix():
@@ -225,20 +239,26 @@ def test_progress_bar_goes_to_stderr(capsys):
     assert out == "" and "reversal" in err and "5/5" in err
 
 
-@pytest.mark.parametrize("kwargs, fragments", [
-    (dict(model="gpt"), ("model:", "torch.nn.Module", "str 'gpt'")),
-    (dict(make_batch=[1, 2, 3]), ("make_batch:", "function", "list")),
-    (dict(steps=0), ("steps:", "positive int", "0")),
-    (dict(lr=0.0), ("lr:", "positive number", "0.0")),
-    (dict(lr=-1e-3), ("lr:", "positive number")),
-    (dict(weight_decay=-0.1), ("weight_decay:", "non-negative number")),
-    (dict(progress="yes"), ("progress:", "True or False")),
-    (dict(make_batch=lambda: torch.zeros(2, 3)), ("make_batch:", "tuple (ids, targets, mask)", "tensor")),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        (dict(model="gpt"), ("model:", "torch.nn.Module", "str 'gpt'")),
+        (dict(make_batch=[1, 2, 3]), ("make_batch:", "function", "list")),
+        (dict(steps=0), ("steps:", "positive int", "0")),
+        (dict(lr=0.0), ("lr:", "positive number", "0.0")),
+        (dict(lr=-1e-3), ("lr:", "positive number")),
+        (dict(weight_decay=-0.1), ("weight_decay:", "non-negative number")),
+        (dict(progress="yes"), ("progress:", "True or False")),
+        (dict(make_batch=lambda: torch.zeros(2, 3)), ("make_batch:", "tuple (ids, targets, mask)", "tensor")),
+    ],
+)
 def test_train_errors(kwargs, fragments):
     torch.manual_seed(0)
-    args = dict(model=GPT(GPTConfig(vocab_size=6, context_length=7, d_model=8, n_layers=1, n_heads=2)),
-                make_batch=lambda: reverse_batch(4, 3, 6), steps=2)
+    args = dict(
+        model=GPT(GPTConfig(vocab_size=6, context_length=7, d_model=8, n_layers=1, n_heads=2)),
+        make_batch=lambda: reverse_batch(4, 3, 6),
+        steps=2,
+    )
     args.update(kwargs)
     with raises(*fragments):
         train(**args)
@@ -251,8 +271,10 @@ def test_train_rejects_a_model_without_parameters():
 
 # ---------------------------------------------------------------- plot.loss_curve
 
+
 def test_loss_curve_draws_the_losses_and_their_running_mean():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
@@ -264,25 +286,29 @@ def test_loss_curve_draws_the_losses_and_their_running_mean():
     ax = fig.axes[0]
     raw, mean, ref = ax.lines
     assert raw.get_ydata().tolist() == losses and raw.get_xdata().tolist() == list(range(6))
-    expected = [2.4, 2.2, 5.4 / 3, 3.5 / 3, 1.75 / 3, 0.95 / 3]       # fewer steps in the first windows
+    expected = [2.4, 2.2, 5.4 / 3, 3.5 / 3, 1.75 / 3, 0.95 / 3]  # fewer steps in the first windows
     np.testing.assert_allclose(mean.get_ydata(), expected)
     assert ref.get_ydata()[0] == pytest.approx(math.log(11)) and ref.get_label() == "uniform guess"
     assert ax.get_yscale() == "log" and ax.get_xlabel() == "training step"
     plt.close(fig)
-    fig = plot.loss_curve(torch.tensor(losses), window=1)               # a tensor works; window 1: no smoothing
+    fig = plot.loss_curve(torch.tensor(losses), window=1)  # a tensor works; window 1: no smoothing
     np.testing.assert_allclose(fig.axes[0].lines[1].get_ydata(), losses)
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, fragments", [
-    (dict(losses=[]), ("losses:", "non-empty 1-D", "(0,)")),
-    (dict(losses=[1.0, float("nan")]), ("losses:", "finite", "inf or nan")),
-    (dict(losses=["a"]), ("losses:", "sequence of numbers", "list")),
-    (dict(losses=[1.0, 0.0], log=True), ("losses:", "positive numbers (log=True)", "0.0")),
-    (dict(losses=[1.0], window=0), ("window:", "positive int", "0")),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        (dict(losses=[]), ("losses:", "non-empty 1-D", "(0,)")),
+        (dict(losses=[1.0, float("nan")]), ("losses:", "finite", "inf or nan")),
+        (dict(losses=["a"]), ("losses:", "sequence of numbers", "list")),
+        (dict(losses=[1.0, 0.0], log=True), ("losses:", "positive numbers (log=True)", "0.0")),
+        (dict(losses=[1.0], window=0), ("window:", "positive int", "0")),
+    ],
+)
 def test_loss_curve_errors(kwargs, fragments):
     from attnlib import plot
+
     with raises(*fragments):
         plot.loss_curve(**kwargs)
 

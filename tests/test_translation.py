@@ -5,6 +5,7 @@ holds one catalog per page. When English text changes, `make catalogs` marks the
 changed messages fuzzy (or adds them empty), and these tests name each message
 that must be translated again.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,13 @@ def _po(docname: str) -> polib.POFile:
 def templates(tmp_path_factory) -> Path:
     """The English text extracted afresh, as `make catalogs` does (no notebook is executed)."""
     out = tmp_path_factory.mktemp("pot")
-    proc = subprocess.run([sys.executable, str(ROOT / "book" / "editions.py"), "extract", str(out / "pot")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "book" / "editions.py"), "extract", str(out / "pot")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out / "pot"
 
@@ -51,8 +57,10 @@ def test_catalog_is_complete(docname):
     untranslated = [e.msgid for e in po if not e.obsolete and not e.msgstr.strip()]
     fuzzy = [e.msgid for e in po if not e.obsolete and "fuzzy" in e.flags]
     assert not untranslated, f"{docname}: {len(untranslated)} messages not translated, e.g. {untranslated[:3]}"
-    assert not fuzzy, (f"{docname}: {len(fuzzy)} messages whose English changed; translate them again "
-                       f"and remove the fuzzy flag: {fuzzy[:3]}")
+    assert not fuzzy, (
+        f"{docname}: {len(fuzzy)} messages whose English changed; translate them again "
+        f"and remove the fuzzy flag: {fuzzy[:3]}"
+    )
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -65,20 +73,25 @@ def test_catalog_is_current(templates, docname):
     assert not new and not gone, (
         f"{docname}: the catalog is out of date with the English text; run `make catalogs`, then "
         f"translate the new messages {[m[:60] for m in new[:5]]} (gone from the English: "
-        f"{[m[:60] for m in gone[:5]]})")
+        f"{[m[:60] for m in gone[:5]]})"
+    )
 
 
 def test_every_catalog_belongs_to_a_page():
     docnames = {p.relative_to(CATALOGS).with_suffix("").as_posix() for p in CATALOGS.rglob("*.po")}
-    assert docnames - {"exercise"} == set(PAGES)   # exercise.po: sphinx-exercise's labels (book/_ext)
+    assert docnames - {"exercise"} == set(PAGES)  # exercise.po: sphinx-exercise's labels (book/_ext)
 
 
 @pytest.mark.parametrize("docname", PAGES)
 def test_translation_keeps_markup_and_terms(docname):
     """Math, code and cross-references as in the English; the terminology table's terms; no forbidden word."""
     terms, never = editions.terminology()
-    problems = [f"{e.msgid[:60]!r}: {p}" for e in _po(docname) if not e.obsolete and e.msgstr
-                for p in editions.lint_message(e.msgid, e.msgstr, terms, never)]
+    problems = [
+        f"{e.msgid[:60]!r}: {p}"
+        for e in _po(docname)
+        if not e.obsolete and e.msgstr
+        for p in editions.lint_message(e.msgid, e.msgstr, terms, never)
+    ]
     assert not problems, "\n".join(problems[:20])
 
 
@@ -88,7 +101,7 @@ def test_terminology_table_is_read_and_lint_can_fail():
     assert editions.lint_message("the causal mask", "因果掩码", terms, never) == []
     assert any("term" in p for p in editions.lint_message("the causal mask", "因果遮罩", terms, never))
     assert any("forbidden" in p for p in editions.lint_message("the Transformer", "变压器", terms, never))
-    assert editions.lint_message("[E] writes 变压器", "[E] 写作 变压器", terms, never) == []   # a quote
+    assert editions.lint_message("[E] writes 变压器", "[E] 写作 变压器", terms, never) == []  # a quote
     assert any("math" in p for p in editions.lint_message("with $d_k$", "用 $d_{k}$", terms, never))
     assert any("role" in p for p in editions.lint_message("see {ref}`sc-b-x`", "见上文", terms, never))
     assert any("bold" in p for p in editions.lint_message("the **mask**", "这个**“掩码”**的", terms, never))
@@ -98,10 +111,14 @@ def test_terminology_table_is_read_and_lint_can_fail():
 # Each typography rule of the lint (book/catalog_lint.py), shown to fail on a bad string and to pass
 # on the right one. `_typo` lints one message and keeps the typography problems.
 
+
 def _typo(msgid, msgstr):
     terms, never = editions.terminology()
-    return [p for p in editions.lint_message(msgid, msgstr, terms, never)
-            if not p.startswith(("term", "forbidden", "math", "code", "role"))]
+    return [
+        p
+        for p in editions.lint_message(msgid, msgstr, terms, never)
+        if not p.startswith(("term", "forbidden", "math", "code", "role"))
+    ]
 
 
 def test_lint_fullwidth_punctuation_in_chinese_text():
@@ -113,9 +130,14 @@ def test_lint_fullwidth_punctuation_in_chinese_text():
     assert _typo("divided by 64 ([B])", "都除以 64([B])")
     assert _typo("divided by 64 ([B])", "都除以 64（[B]）") == []
     # tuples, vectors, function calls, numbers, code and math keep their half-width marks
-    assert _typo("the value row (2, 8, 0) at (cat, a); O(n), softmax([2, 4, 4]), 1,024, `(B, T)`, $(i, c)$",
-                 "值向量 (2, 8, 0) 位于 (cat, a) 处；O(n)、softmax([2, 4, 4])、1,024、`(B, T)`、$(i, c)$") == []
-    assert _typo("which is ({glue:text}`row`)", "即 ({glue:text}`row`)") == []   # a glued vector "2, 8, 0"
+    assert (
+        _typo(
+            "the value row (2, 8, 0) at (cat, a); O(n), softmax([2, 4, 4]), 1,024, `(B, T)`, $(i, c)$",
+            "值向量 (2, 8, 0) 位于 (cat, a) 处；O(n)、softmax([2, 4, 4])、1,024、`(B, T)`、$(i, c)$",
+        )
+        == []
+    )
+    assert _typo("which is ({glue:text}`row`)", "即 ({glue:text}`row`)") == []  # a glued vector "2, 8, 0"
     # fullwidth() fixes what it reports
     assert editions.fullwidth("先是分数,然后是 $X$($n$)相乘") == "先是分数，然后是 $X$（$n$）相乘"
 
@@ -124,27 +146,27 @@ def test_lint_fullwidth_also_where_the_english_quotes_chinese():
     """A message quoting a Chinese source is checked too; only the verbatim quotes are left out."""
     msgid = '[E], step 5: "softmax([2, 4, 4]) = [0.0, 0.5, 0.5]", "注意，为了可读性,我们"'
     bad = '[E] 第 5 步: "softmax([2, 4, 4]) = [0.0, 0.5, 0.5]", "注意，为了可读性,我们"'
-    good = '[E] 第 5 步：“softmax([2, 4, 4]) = [0.0, 0.5, 0.5]”，“注意，为了可读性,我们”'
+    good = "[E] 第 5 步：“softmax([2, 4, 4]) = [0.0, 0.5, 0.5]”，“注意，为了可读性,我们”"
     assert any("half-width" in p for p in _typo(msgid, bad))
-    assert _typo(msgid, good) == []                                   # the quote keeps its own ","
+    assert _typo(msgid, good) == []  # the quote keeps its own ","
     assert editions.fullwidth(bad, msgid).startswith("[E] 第 5 步：")
-    assert _typo('[A]: "行列有误,所以"', '[A]: "行列有误,所以"') == []    # a quote copied as it is
+    assert _typo('[A]: "行列有误,所以"', '[A]: "行列有误,所以"') == []  # a quote copied as it is
     # Chinese words in the English that are not a quotation are Chinese text like any other
     assert _typo("The terms are 多头(注意力), 层归一化", "正确的术语是多头(注意力)、层归一化")
     assert _typo("The terms are 多头(注意力), 层归一化", "正确的术语是多头（注意力）、层归一化") == []
 
 
 def test_lint_paragraph_ends_in_a_halfwidth_colon():
-    for bad in ("即**分数矩阵** $S$:", "采用默认缩放的 `attnlib.qk_scores`:", "在本章的句子上:",
-                "如下:\n\n第二段。"):
+    for bad in ("即**分数矩阵** $S$:", "采用默认缩放的 `attnlib.qk_scores`:", "在本章的句子上:", "如下:\n\n第二段。"):
         assert any("colon" in p for p in _typo("the score matrix $S$ and `attnlib.qk_scores`:", bad)), bad
     assert _typo("the score matrix $S$ and `attnlib.qk_scores`:", "即**分数矩阵** $S$ 与 `attnlib.qk_scores`：") == []
     assert editions.fullwidth("即分数矩阵 $S$:") == "即分数矩阵 $S$："
 
 
 def test_lint_link_target_only_when_it_looks_like_one():
-    assert any("half-width" in p for p in _typo("[A] to [E] (see {doc}`references`)",
-                                                 "[A] 到 [E](见 {doc}`references`)"))
+    assert any(
+        "half-width" in p for p in _typo("[A] to [E] (see {doc}`references`)", "[A] 到 [E](见 {doc}`references`)")
+    )
     assert _typo("[A] to [E] (see {doc}`references`)", "[A] 到 [E]（见 {doc}`references`）") == []
     for target in ("https://pytorch.org/docs", "errata.md#errata-ch05", "#sc-b-diagonal", "references", "../book/x"):
         assert _typo(f"see [the page]({target})", f"见[这一页]({target})") == [], target
@@ -162,7 +184,7 @@ def test_lint_italics_on_chinese_characters():
     assert any("italics" in p for p in _typo("it is *masked* self-attention", "它是*带掩码的*自注意力"))
     assert _typo("it is *masked* self-attention", "它是**带掩码的**自注意力") == []
     assert _typo("it is *masked* self-attention", "它是「带掩码的」自注意力") == []
-    assert _typo("the pronoun *it*", "代词 *it*") == []                      # italics on Latin letters
+    assert _typo("the pronoun *it*", "代词 *it*") == []  # italics on Latin letters
     assert _typo("$a * b$ and `x*y`", "$a * b$ 与 `x*y`") == []
 
 
@@ -176,24 +198,30 @@ def test_lint_terms_also_where_the_english_quotes_chinese():
     assert editions.lint_message(quote, quote, terms, never) == []
 
 
-@pytest.mark.parametrize("msgid, bad, good", [
-    ("a batch size of 4", "批量大小为 4", "批大小为 4"),
-    ("any number of batch axes", "任意多个批量轴", "任意多个批维度"),
-    ("one tile of scores at a time", "每次一个块的分数", "每次一个 tile 的分数"),
-    ("tile, tiling", "tile、分块", "tile、分块计算"),
-    ("a block of queries against a block of keys", "一块查询对一块键", "一个查询块对一个键块"),
-    ("its default block size", "默认的分块尺寸", "默认的块大小"),
-    ("tile size", "tile 的分块大小", "tile 的块大小"),
-    ("One GPT-2 block", "GPT-2 的一个块", "GPT-2 的一个 Transformer 块"),
-    ("a `tril` buffer", "一个 `tril` buffer", "一个 `tril` 缓冲区"),
-    ("as many patches", "同样多的 patch", "同样多的图像块"),
-    ("a prompt of 100 tokens", "100 个 token 的 prompt", "100 个 token 的提示词"),
-    ("greedy generation", "贪婪生成", "贪心生成"),
-    ("the worked example", "这个例子", "这个算例"),
-    ('its "input 1" is our row 0', "它的“input 1”就是我们的第 0 行", "它的“输入 1”就是我们的第 0 行"),
-    ("the worked example of *Illustrated: Self-Attention*", "*Illustrated: Self-Attention* 的算例",
-     "《图解自注意力》的算例"),
-])
+@pytest.mark.parametrize(
+    "msgid, bad, good",
+    [
+        ("a batch size of 4", "批量大小为 4", "批大小为 4"),
+        ("any number of batch axes", "任意多个批量轴", "任意多个批维度"),
+        ("one tile of scores at a time", "每次一个块的分数", "每次一个 tile 的分数"),
+        ("tile, tiling", "tile、分块", "tile、分块计算"),
+        ("a block of queries against a block of keys", "一块查询对一块键", "一个查询块对一个键块"),
+        ("its default block size", "默认的分块尺寸", "默认的块大小"),
+        ("tile size", "tile 的分块大小", "tile 的块大小"),
+        ("One GPT-2 block", "GPT-2 的一个块", "GPT-2 的一个 Transformer 块"),
+        ("a `tril` buffer", "一个 `tril` buffer", "一个 `tril` 缓冲区"),
+        ("as many patches", "同样多的 patch", "同样多的图像块"),
+        ("a prompt of 100 tokens", "100 个 token 的 prompt", "100 个 token 的提示词"),
+        ("greedy generation", "贪婪生成", "贪心生成"),
+        ("the worked example", "这个例子", "这个算例"),
+        ('its "input 1" is our row 0', "它的“input 1”就是我们的第 0 行", "它的“输入 1”就是我们的第 0 行"),
+        (
+            "the worked example of *Illustrated: Self-Attention*",
+            "*Illustrated: Self-Attention* 的算例",
+            "《图解自注意力》的算例",
+        ),
+    ],
+)
 def test_terminology_decisions_are_enforced(msgid, bad, good):
     """The edition's term decisions (locales/zh_CN/terminology.md): a wrong variant fails, the term passes."""
     terms, never = editions.terminology()
@@ -203,8 +231,10 @@ def test_terminology_decisions_are_enforced(msgid, bad, good):
 
 def test_terminology_leaves_other_senses_alone():
     terms, never = editions.terminology()
-    assert editions.lint_message("`.repeat` would tile the heads instead", "`.repeat` 则会把各个头平铺复制",
-                                 terms, never) == []
+    assert (
+        editions.lint_message("`.repeat` would tile the heads instead", "`.repeat` 则会把各个头平铺复制", terms, never)
+        == []
+    )
     assert editions.lint_message("Attention in tiles", "分块计算注意力", terms, never) == []
     assert editions.lint_message("the mask blocks a key", "掩码屏蔽一个键", terms, never) == []
 
@@ -224,14 +254,21 @@ def test_lint_display_math_text_may_be_translated():
 
 # ------------------------------------------------------------------ notebooks and homework in Chinese
 
+
 def test_translate_markdown_places_whole_blocks_only():
-    catalog = {"Summary": "小结", "A long paragraph that wraps.": "一段会换行的长段落。",
-               "a list item": "列表项", "a cell": "单元格", "Summary of it": "它的小结"}
-    source = ("## Summary\n\nA long paragraph\nthat wraps.\n\n- a list item\n\n| a cell | x |\n\n"
-              "Summary of it\n\nNot a Summary here.")
+    catalog = {
+        "Summary": "小结",
+        "A long paragraph that wraps.": "一段会换行的长段落。",
+        "a list item": "列表项",
+        "a cell": "单元格",
+        "Summary of it": "它的小结",
+    }
+    source = (
+        "## Summary\n\nA long paragraph\nthat wraps.\n\n- a list item\n\n| a cell | x |\n\n"
+        "Summary of it\n\nNot a Summary here."
+    )
     out, placed = translate_markdown(source, catalog)
-    assert out == ("## 小结\n\n一段会换行的长段落。\n\n- 列表项\n\n| 单元格 | x |\n\n"
-                   "它的小结\n\nNot a Summary here.")
+    assert out == ("## 小结\n\n一段会换行的长段落。\n\n- 列表项\n\n| 单元格 | x |\n\n它的小结\n\nNot a Summary here.")
     assert placed == set(catalog)
 
 
@@ -247,14 +284,19 @@ def test_chinese_notebook_from_the_catalog(path):
             assert zh_cell.source == en_cell.source and zh_cell.outputs == en_cell.outputs
     title = next(c.source for c in zh.cells if c.cell_type == "markdown").splitlines()[0]
     assert title.startswith("# ") and re.search(r"[\u4e00-\u9fff]", title), title
-    english_left = [c.source for c in zh.cells if c.cell_type == "markdown"
-                    and re.search(r"\b(the|and|of|is)\b", re.sub(r"`[^`]*`|\$[^$]*\$|\*[^*]*\*|\{[^}]*\}`[^`]*`|>.*", "", c.source))
-                    and not re.search(r"[\u4e00-\u9fff]", c.source)]
+    english_left = [
+        c.source
+        for c in zh.cells
+        if c.cell_type == "markdown"
+        and re.search(r"\b(the|and|of|is)\b", re.sub(r"`[^`]*`|\$[^$]*\$|\*[^*]*\*|\{[^}]*\}`[^`]*`|>.*", "", c.source))
+        and not re.search(r"[\u4e00-\u9fff]", c.source)
+    ]
     assert not english_left, f"{path.name}: markdown cells left in English: {english_left[:2]}"
 
 
 def test_notebooks_zh_never_overwrites_a_learners_file(tmp_path):
     from coursetools.translate import translate_notebook_file
+
     src = CHAPTERS[0]
     mine = tmp_path / src.name
     mine.write_text("my notes", encoding="utf-8")
@@ -265,7 +307,7 @@ def test_notebooks_zh_never_overwrites_a_learners_file(tmp_path):
         translate_notebook_file(src, src)
     fresh = tmp_path / "zh" / src.name
     assert translate_notebook_file(src, fresh) == set()
-    assert translate_notebook_file(src, fresh) == set()   # an earlier translation is replaced
+    assert translate_notebook_file(src, fresh) == set()  # an earlier translation is replaced
 
 
 def test_release_in_chinese(tmp_path):
@@ -276,10 +318,11 @@ def test_release_in_chinese(tmp_path):
     zh_nb, en_nb = nbformat.read(zh, as_version=4), nbformat.read(en, as_version=4)
     from coursetools.translate import LANGUAGE_TAG
 
-    first = next(c for c in zh_nb.cells if c.cell_type == "code")   # the Chinese edition's one extra cell
+    first = next(c for c in zh_nb.cells if c.cell_type == "code")  # the Chinese edition's one extra cell
     assert LANGUAGE_TAG in first.metadata["tags"] and 'os.environ["ATTNLIB_LANG"] = "zh_CN"' in first.source
-    assert [c.source for c in zh_nb.cells if c.cell_type == "code" and c is not first] == \
-        [c.source for c in en_nb.cells if c.cell_type == "code"]
+    assert [c.source for c in zh_nb.cells if c.cell_type == "code" and c is not first] == [
+        c.source for c in en_nb.cells if c.cell_type == "code"
+    ]
     text = "\n".join(c.source for c in zh_nb.cells if c.cell_type == "markdown")
     assert "学生版" in text and "掩码" in text and "{solution-start}" not in text
     assert homework.exercises_of(zh_nb, zh) == homework.exercises_of(en_nb, en)  # graded alike
@@ -289,6 +332,7 @@ def test_release_in_chinese(tmp_path):
 
 
 # ------------------------------------------------------------------ the built Chinese edition
+
 
 @pytest.mark.slow
 def test_chinese_edition_is_built_and_linked(book_build):

@@ -29,6 +29,7 @@ its case labels (under ``msgctxt "case"``, a label made from random values as a 
 ``"random, B={B}, T={T}"``), to ``attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po``
 (``tests/test_i18n.py`` names the missing ones).
 """
+
 import importlib
 import pkgutil
 

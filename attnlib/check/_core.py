@@ -7,15 +7,17 @@ reference. ``forbidding(check)`` watches every Python call made during the stude
 function (``sys.setprofile``), so the answer is caught however it was reached: by name,
 through an alias, ``getattr`` or the ``CHECKS`` registry.
 """
+
 from __future__ import annotations
 
 import contextlib
 import functools
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -50,81 +52,114 @@ def _mismatch(expected: Any, got: Any, atol: float, rtol: float) -> str | None:
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return tr("expected a torch.Tensor, got {type} (return a tensor, not a list or array)").format(
-                type=type(got).__name__)
+                type=type(got).__name__
+            )
         if got.shape != expected.shape:
             return tr("wrong shape\n  expected shape: {expected}\n  got shape:      {got}").format(
-                expected=tuple(expected.shape), got=tuple(got.shape))
+                expected=tuple(expected.shape), got=tuple(got.shape)
+            )
         if expected.dtype == torch.bool:
             if got.dtype != torch.bool:
                 return tr("expected a bool tensor, got dtype {dtype}").format(dtype=got.dtype)
             same = torch.equal(got.cpu(), expected)
         else:
             if not got.is_floating_point():
-                return tr("expected a floating-point tensor, got dtype {dtype} "
-                          "(use .float() or create it with dtype=torch.float32)").format(dtype=got.dtype)
+                return tr(
+                    "expected a floating-point tensor, got dtype {dtype} "
+                    "(use .float() or create it with dtype=torch.float32)"
+                ).format(dtype=got.dtype)
             if got.dtype != expected.dtype:
-                return tr("wrong dtype\n  expected dtype: {expected}\n  got dtype:      {got}\n"
-                          "  (keep the dtype of the inputs, or the dtype the exercise asks for)").format(
-                              expected=expected.dtype, got=got.dtype)
+                return tr(
+                    "wrong dtype\n  expected dtype: {expected}\n  got dtype:      {got}\n"
+                    "  (keep the dtype of the inputs, or the dtype the exercise asks for)"
+                ).format(expected=expected.dtype, got=got.dtype)
             got = got.detach().to("cpu")
             if torch.isnan(got).any() and not torch.isnan(expected).any():
                 return tr("wrong values: your result contains NaN\n  expected: {expected}\n  got:      {got}").format(
-                    expected=_show(expected), got=_show(got))
+                    expected=_show(expected), got=_show(got)
+                )
             same = torch.allclose(got, expected, atol=atol, rtol=rtol)
         if not same:
             return tr("wrong values\n  expected: {expected}\n  got:      {got}").format(
-                expected=_show(expected), got=_show(got))
+                expected=_show(expected), got=_show(got)
+            )
         return None
     if isinstance(expected, (int, float)):
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
         if isinstance(got, bool) or not isinstance(got, (int, float)):
-            return tr("expected a number ({type}), got {got}").format(type=type(expected).__name__,
-                                                                     got=type(got).__name__)
+            return tr("expected a number ({type}), got {got}").format(
+                type=type(expected).__name__, got=type(got).__name__
+            )
         if isinstance(expected, int) and got != expected or not math.isclose(got, expected, rel_tol=rtol, abs_tol=atol):
-            return tr("wrong value\n  expected: {expected}\n  got:      {got}").format(expected=repr(expected),
-                                                                                    got=repr(got))
+            return tr("wrong value\n  expected: {expected}\n  got:      {got}").format(
+                expected=repr(expected), got=repr(got)
+            )
         return None
-    return None if got == expected else tr("wrong value\n  expected: {expected}\n  got:      {got}").format(
-        expected=repr(expected), got=repr(got))
+    return (
+        None
+        if got == expected
+        else tr("wrong value\n  expected: {expected}\n  got:      {got}").format(expected=repr(expected), got=repr(got))
+    )
 
 
-def compare(name: str, fn: Callable, cases: Cases, reference: Callable, hint: str,
-            atol: float = 1e-5, rtol: float = 1e-5, check: Check | None = None) -> int:
+def compare(
+    name: str,
+    fn: Callable,
+    cases: Cases,
+    reference: Callable,
+    hint: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    check: Check | None = None,
+) -> int:
     """Run ``fn`` and ``reference`` on every case; raise a helpful AssertionError on the first
     difference. Return the number of cases. With ``check``, ``fn`` runs under
     ``forbidding(check)``: a call of the answer fails the check. The messages, and ``hint``,
     are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``), the case's label too (``tr_case``)."""
     if not callable(fn):
-        raise AssertionError(tr("{name}: expected a function, received {got}. Pass the function itself, "
-                                "e.g. check.{name}({name}).").format(name=name, got=_show(fn)))
+        raise AssertionError(
+            tr(
+                "{name}: expected a function, received {got}. Pass the function itself, e.g. check.{name}({name})."
+            ).format(name=name, got=_show(fn))
+        )
     hint = tr("  hint: {hint}").format(hint=tr(hint))
     guard = (lambda: forbidding(check)) if check is not None else contextlib.nullcontext
     for number, (label, args) in enumerate(cases, start=1):
         expected = reference(*args)
         where = tr("  case: {label} [{number} of {total}]\n  input: {input}\n").format(
-            label=tr_case(label), number=number, total=len(cases), input=", ".join(_show(a) for a in args))
+            label=tr_case(label), number=number, total=len(cases), input=", ".join(_show(a) for a in args)
+        )
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         forbidden: list[str] = []
         try:
             with guard() as forbidden:
                 got = fn(*copies)
         except NotImplementedError:
-            raise AssertionError(tr("{name}: not implemented yet (it raised NotImplementedError). "
-                                    "Replace the raise NotImplementedError(...) line with your code.").format(
-                                        name=name)) from None
+            raise AssertionError(
+                tr(
+                    "{name}: not implemented yet (it raised NotImplementedError). "
+                    "Replace the raise NotImplementedError(...) line with your code."
+                ).format(name=name)
+            ) from None
         except Exception as e:  # the student's code failed: say where and how
             if forbidden:
                 raise AssertionError(tr("{name}: {problem}").format(name=name, problem=forbidden[0])) from None
-            raise AssertionError(tr("{name}: your function raised {error}: {message}").format(
-                name=name, error=type(e).__name__, message=e) + f"\n{where}{hint}") from None
-        if forbidden:          # called the answer, and caught the error it raised
+            raise AssertionError(
+                tr("{name}: your function raised {error}: {message}").format(
+                    name=name, error=type(e).__name__, message=e
+                )
+                + f"\n{where}{hint}"
+            ) from None
+        if forbidden:  # called the answer, and caught the error it raised
             raise AssertionError(tr("{name}: {problem}").format(name=name, problem=forbidden[0]))
         why = _mismatch(expected, got, atol, rtol)
         if why:
             first, _, rest = why.partition("\n")
-            raise AssertionError(tr("{name}: {problem}").format(name=name, problem=first)
-                                 + f"\n{where}{rest + chr(10) if rest else ''}{hint}")
+            raise AssertionError(
+                tr("{name}: {problem}").format(name=name, problem=first)
+                + f"\n{where}{rest + chr(10) if rest else ''}{hint}"
+            )
     return len(cases)
 
 
@@ -132,23 +167,26 @@ def compare(name: str, fn: Callable, cases: Cases, reference: Callable, hint: st
 class Check:
     """The checker of one coding exercise; call it with the student's function."""
 
-    exercise: str            # the exercise's label in the chapter, e.g. "ch01-one-hot"
-    function: str            # the name of the function the student writes
+    exercise: str  # the exercise's label in the chapter, e.g. "ch01-one-hot"
+    function: str  # the name of the function the student writes
     cases: Callable[[], Cases]
     reference: Callable
     hint: str
-    covers: str              # the edge cases tried, shown on success
+    covers: str  # the edge cases tried, shown on success
     points: int = 1
     atol: float = 1e-5
     rtol: float = 1e-5
-    forbids: tuple[str, ...] = ()   # attnlib names the exercise asks the learner to write, e.g. ("causal_mask",)
-    allows: tuple[str, ...] = ()    # attnlib names the exercise lets the learner use, though another
+    forbids: tuple[str, ...] = ()  # attnlib names the exercise asks the learner to write, e.g. ("causal_mask",)
+    allows: tuple[str, ...] = ()  # attnlib names the exercise lets the learner use, though another
     #                                 exercise's reference (e.g. ("one_hot",))
 
     def __call__(self, fn: Callable) -> None:
         n = compare(self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, check=self)
-        print(tr("check.{function}: all {n} cases passed ({covers}).").format(
-            function=self.function, n=n, covers=tr(self.covers)))
+        print(
+            tr("check.{function}: all {n} cases passed ({covers}).").format(
+                function=self.function, n=n, covers=tr(self.covers)
+            )
+        )
 
 
 CHECKS: dict[str, Check] = {}
@@ -161,6 +199,7 @@ def _register(check: Check) -> Check:
 
 # ------------------------------------------------------------------ not calling the answer
 
+
 class ForbiddenCall(Exception):
     """Raised inside a student's function that calls the answer (see ``forbidding``)."""
 
@@ -171,7 +210,7 @@ def _functions(obj) -> list[Callable]:
         return _functions(obj.func)
     if isinstance(obj, type):
         return [f for attr in vars(obj).values() for f in _functions(getattr(attr, "__func__", attr))]
-    obj = getattr(obj, "__func__", obj)      # a bound method: its function
+    obj = getattr(obj, "__func__", obj)  # a bound method: its function
     return [obj] if isinstance(getattr(obj, "__code__", None), CodeType) else []
 
 
@@ -193,7 +232,7 @@ def forbidden_spec(exercise: str) -> tuple[tuple[str, str, str], ...]:
     return _forbidden_spec(exercise, language())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forbidden_spec(exercise: str, lang: str) -> tuple[tuple[str, str, str], ...]:
     import attnlib
 
@@ -206,17 +245,29 @@ def _forbidden_spec(exercise: str, lang: str) -> tuple[tuple[str, str, str], ...
                 entries.setdefault((f.__module__, f.__qualname__), message)
 
     own = _public_name(check.reference) or f"attnlib.check.CHECKS[{exercise!r}].reference"
-    add(check.reference, tr("write {function} yourself; {answer} is what your answer is checked against", lang)
-        .format(function=check.function, answer=own))
+    add(
+        check.reference,
+        tr("write {function} yourself; {answer} is what your answer is checked against", lang).format(
+            function=check.function, answer=own
+        ),
+    )
     for name in check.forbids:
-        add(getattr(attnlib, name), tr("exercise {exercise} asks you to write {function} without attnlib.{name}: "
-                                       "write it yourself, with tensor operations", lang)
-            .format(exercise=exercise, function=check.function, name=name))
+        add(
+            getattr(attnlib, name),
+            tr(
+                "exercise {exercise} asks you to write {function} without attnlib.{name}: "
+                "write it yourself, with tensor operations",
+                lang,
+            ).format(exercise=exercise, function=check.function, name=name),
+        )
     for other in CHECKS.values():
         what = _public_name(other.reference) or f"attnlib.check.CHECKS[{other.exercise!r}].reference"
-        add(other.reference, tr("{answer} is the answer to exercise {exercise}; "
-                                "write {function} yourself, with tensor operations", lang)
-            .format(answer=what, exercise=other.exercise, function=check.function))
+        add(
+            other.reference,
+            tr(
+                "{answer} is the answer to exercise {exercise}; write {function} yourself, with tensor operations", lang
+            ).format(answer=what, exercise=other.exercise, function=check.function),
+        )
     for name in check.allows:
         for f in _functions(getattr(attnlib, name)):
             entries.pop((f.__module__, f.__qualname__), None)

@@ -1,10 +1,10 @@
 """Checkers for chapter 4's coding exercises."""
+
 from __future__ import annotations
 
 import torch
 
-from ..masks import causal_mask
-from ..masks import padding_mask
+from ..masks import causal_mask, padding_mask
 from ._core import Cases, Check, _register
 
 
@@ -48,15 +48,20 @@ def _reach(mask: torch.Tensor, n_layers: int) -> torch.Tensor:
     return paths.bool()  # (T, T)
 
 
-reach = _register(Check(
-    exercise="ch04-reach", function="reach",
-    cases=_reach_cases, reference=_reach,
-    hint="output i of the last layer depends on input j when a chain of n_layers allowed entries "
-         "mask[i, k_1], mask[k_1, k_2], ..., mask[k_(n_layers-1), j] joins them: the n_layers-th power of "
-         "the mask in 0/1 arithmetic (multiply float or int copies, then > 0). Row i is the query, column j "
-         "the key (do not transpose: mask[i, j] says that query i reads key j), one layer gives the mask "
-         "itself, and each extra layer is one more product. Return a bool tensor of shape (T, T)",
-    covers="one layer, deep causal stacks, sliding windows, a two-sided window, T = 1, random masks"))
+reach = _register(
+    Check(
+        exercise="ch04-reach",
+        function="reach",
+        cases=_reach_cases,
+        reference=_reach,
+        hint="output i of the last layer depends on input j when a chain of n_layers allowed entries "
+        "mask[i, k_1], mask[k_1, k_2], ..., mask[k_(n_layers-1), j] joins them: the n_layers-th power of "
+        "the mask in 0/1 arithmetic (multiply float or int copies, then > 0). Row i is the query, column j "
+        "the key (do not transpose: mask[i, j] says that query i reads key j), one layer gives the mask "
+        "itself, and each extra layer is one more product. Return a bool tensor of shape (T, T)",
+        covers="one layer, deep causal stacks, sliding windows, a two-sided window, T = 1, random masks",
+    )
+)
 
 
 def _combine_masks_cases() -> Cases:
@@ -79,10 +84,15 @@ def _combine_masks(lengths: torch.Tensor, T: int) -> torch.Tensor:
     return causal_mask(T, device=lengths.device) & padding_mask(lengths, T)
 
 
-combine_masks = _register(Check(
-    exercise="ch04-combine-masks", function="combine_masks",
-    cases=_combine_masks_cases, reference=_combine_masks,
-    hint="mask[b, 0, i, j] is True (may attend) when j <= i AND j < lengths[b]; return a bool tensor "
-         "of shape (B, 1, T, T), True = may attend (not nn.MultiheadAttention's True = blocked)",
-    covers="T = 1, a sequence of length 0, no padding",
-    forbids=("causal_mask", "padding_mask")))
+combine_masks = _register(
+    Check(
+        exercise="ch04-combine-masks",
+        function="combine_masks",
+        cases=_combine_masks_cases,
+        reference=_combine_masks,
+        hint="mask[b, 0, i, j] is True (may attend) when j <= i AND j < lengths[b]; return a bool tensor "
+        "of shape (B, 1, T, T), True = may attend (not nn.MultiheadAttention's True = blocked)",
+        covers="T = 1, a sequence of length 0, no padding",
+        forbids=("causal_mask", "padding_mask"),
+    )
+)

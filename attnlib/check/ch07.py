@@ -1,4 +1,5 @@
 """Checkers for chapter 7's coding exercises."""
+
 from __future__ import annotations
 
 import torch
@@ -33,21 +34,28 @@ def _attention_params_heads(d_model: int, n_heads: int, d_head: int) -> int:
     walking four nn.Linear layers built on the meta device (the layer's shapes, not a formula)."""
     inner = n_heads * d_head
     with torch.device("meta"):  # shapes only, no memory: fast even for d_model = 12288
-        layer = nn.ModuleDict({
-            "w_q": nn.Linear(d_model, inner),   # (d_model, n_heads * d_head) and a bias
-            "w_k": nn.Linear(d_model, inner),
-            "w_v": nn.Linear(d_model, inner),
-            "w_o": nn.Linear(inner, d_model),   # (n_heads * d_head, d_model) and a bias of d_model
-        })
+        layer = nn.ModuleDict(
+            {
+                "w_q": nn.Linear(d_model, inner),  # (d_model, n_heads * d_head) and a bias
+                "w_k": nn.Linear(d_model, inner),
+                "w_v": nn.Linear(d_model, inner),
+                "w_o": nn.Linear(inner, d_model),  # (n_heads * d_head, d_model) and a bias of d_model
+            }
+        )
     return count_params(layer)
 
 
-attention_params_heads = _register(Check(
-    exercise="ch07-head-width", function="attention_params_heads", cases=_attention_params_heads_cases,
-    reference=_attention_params_heads,
-    hint="the heads together are n_heads * d_head columns wide: W_Q, W_K and W_V are each "
-         "(d_model, n_heads * d_head) with a bias of n_heads * d_head; W_O maps them back, "
-         "(n_heads * d_head, d_model), with a bias of d_model. When n_heads * d_head = d_model "
-         "this is 4 d^2 + 4 d",
-    covers="n_heads * d_head equal to, above and below d_model, d_head = 1, one head, GPT-3's widths",
-    forbids=("attention_params", "count_params", "param_breakdown", "gpt_params")))
+attention_params_heads = _register(
+    Check(
+        exercise="ch07-head-width",
+        function="attention_params_heads",
+        cases=_attention_params_heads_cases,
+        reference=_attention_params_heads,
+        hint="the heads together are n_heads * d_head columns wide: W_Q, W_K and W_V are each "
+        "(d_model, n_heads * d_head) with a bias of n_heads * d_head; W_O maps them back, "
+        "(n_heads * d_head, d_model), with a bias of d_model. When n_heads * d_head = d_model "
+        "this is 4 d^2 + 4 d",
+        covers="n_heads * d_head equal to, above and below d_model, d_head = 1, one head, GPT-3's widths",
+        forbids=("attention_params", "count_params", "param_breakdown", "gpt_params"),
+    )
+)

@@ -1,4 +1,5 @@
 """Checkers for chapter 11's coding exercises."""
+
 from __future__ import annotations
 
 import math
@@ -44,12 +45,19 @@ def _longest_context(budget_bytes: int, B: int, n_heads: int, dtype: torch.dtype
     return math.isqrt(entries)
 
 
-longest_context = _register(Check(
-    exercise="ch11-longest-context", function="longest_context", cases=_longest_context_cases,
-    reference=_longest_context, atol=0, rtol=0,
-    hint="the weights (B, n_heads, T, T) take B * n_heads * T * T * dtype.itemsize bytes; the largest T "
-         "that fits is the square root of budget_bytes / (B * n_heads * dtype.itemsize), rounded DOWN "
-         "(math.isqrt of the whole number of entries that fit is exact); count every factor: the batch, "
-         "the heads and the bytes of the dtype (2 for float16 and bfloat16, 8 for float64); return an int",
-    covers="GPT-2 small at 1 GiB, float16, bfloat16, float64, a batch, an exact fit, one byte short, "
-           "budgets too small for one number, 80 GiB, random budgets"))
+longest_context = _register(
+    Check(
+        exercise="ch11-longest-context",
+        function="longest_context",
+        cases=_longest_context_cases,
+        reference=_longest_context,
+        atol=0,
+        rtol=0,
+        hint="the weights (B, n_heads, T, T) take B * n_heads * T * T * dtype.itemsize bytes; the largest T "
+        "that fits is the square root of budget_bytes / (B * n_heads * dtype.itemsize), rounded DOWN "
+        "(math.isqrt of the whole number of entries that fit is exact); count every factor: the batch, "
+        "the heads and the bytes of the dtype (2 for float16 and bfloat16, 8 for float64); return an int",
+        covers="GPT-2 small at 1 GiB, float16, bfloat16, float64, a batch, an exact fit, one byte short, "
+        "budgets too small for one number, 80 GiB, random budgets",
+    )
+)

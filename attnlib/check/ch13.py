@@ -1,4 +1,5 @@
 """Checkers for chapter 13's coding exercises."""
+
 from __future__ import annotations
 
 import torch
@@ -18,23 +19,21 @@ def _state(s: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     """
     shape = s.shape[:-1] + (1,)
     if s.shape[-1] == 0:
-        return (s.new_full(shape, NEG_INF), s.new_zeros(shape),
-                s.new_zeros(s.shape[:-1] + (v.shape[-1],)))
-    m = s.amax(dim=-1, keepdim=True)                                    # (..., T_q, 1)
-    e = torch.exp(s - m.masked_fill(m == NEG_INF, 0.0))                 # (..., T_q, n)
-    return m, e.sum(dim=-1, keepdim=True), e @ v                        # (..., T_q, n) @ (..., n, d_v)
+        return (s.new_full(shape, NEG_INF), s.new_zeros(shape), s.new_zeros(s.shape[:-1] + (v.shape[-1],)))
+    m = s.amax(dim=-1, keepdim=True)  # (..., T_q, 1)
+    e = torch.exp(s - m.masked_fill(m == NEG_INF, 0.0))  # (..., T_q, n)
+    return m, e.sum(dim=-1, keepdim=True), e @ v  # (..., T_q, n) @ (..., n, d_v)
 
 
 def _merge_cases() -> Cases:
     """(m1, l1, o1, m2, l2, o2): the states of two parts of the keys of the same queries, seeded."""
     g = torch.Generator().manual_seed(13)
 
-    def case(label, batch, T_q, n1, n2, d_v, dtype=torch.float32, scale=1.0, shift=0.0, shift2=0.0,
-             mask1_rows=()):
-        s = scale * torch.randn(*batch, T_q, n1 + n2, generator=g, dtype=dtype) + shift   # the scores of all keys
-        s[..., n1:] += shift2                                                     # part 2's scores moved
+    def case(label, batch, T_q, n1, n2, d_v, dtype=torch.float32, scale=1.0, shift=0.0, shift2=0.0, mask1_rows=()):
+        s = scale * torch.randn(*batch, T_q, n1 + n2, generator=g, dtype=dtype) + shift  # the scores of all keys
+        s[..., n1:] += shift2  # part 2's scores moved
         for row in mask1_rows:
-            s[..., row, :n1] = NEG_INF                                            # row sees no key of part 1
+            s[..., row, :n1] = NEG_INF  # row sees no key of part 1
         v = torch.randn(*batch, n1 + n2, d_v, generator=g, dtype=dtype)
         return label, (*_state(s[..., :n1], v[..., :n1, :]), *_state(s[..., n1:], v[..., n1:, :]))
 
@@ -52,8 +51,9 @@ def _merge_cases() -> Cases:
     ]
     for _ in range(3):
         B, T_q, n1, n2, d_v = (int(x) for x in torch.randint(1, 7, (5,), generator=g))
-        cases.append(case(f"random: batch ({B},), T_q={T_q}, keys {n1} + {n2}, d_v={d_v}", (B,), T_q, n1, n2, d_v,
-                          scale=3.0))
+        cases.append(
+            case(f"random: batch ({B},), T_q={T_q}, keys {n1} + {n2}, d_v={d_v}", (B,), T_q, n1, n2, d_v, scale=3.0)
+        )
     return cases
 
 
@@ -67,18 +67,25 @@ def _merge_partials(m1, l1, o1, m2, l2, o2):
     """
     m = torch.maximum(m1, m2)
     m_safe = m.masked_fill(m == NEG_INF, 0.0)
-    a1, a2 = torch.exp(m1 - m_safe), torch.exp(m2 - m_safe)            # each <= 1: no overflow
+    a1, a2 = torch.exp(m1 - m_safe), torch.exp(m2 - m_safe)  # each <= 1: no overflow
     return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
-merge_partials = _register(Check(
-    exercise="ch13-merge-partials", function="merge_partials", cases=_merge_cases,
-    reference=_merge_partials, atol=1e-5, rtol=1e-5,
-    hint="bring both parts to the common maximum m = max(m1, m2): multiply part 1's l and o by "
-         "e^(m1 - m) and part 2's by e^(m2 - m), then add (never e^m1 or e^m2 alone: they overflow); "
-         "a part with no keys has m = -inf, l = 0, o = 0: where m is -inf use 0 in the exponents, since "
-         "e^(-inf - (-inf)) is NaN; do not divide o by l (that happens once, at the very end); return "
-         "(m, l, o) in the inputs' dtype",
-    covers="a larger maximum on either side, scores near 1000, a part without keys on either side and "
-           "on both, rows without keys, float64, one query, random shapes",
-    forbids=("online_softmax", "tiled_attention")))
+merge_partials = _register(
+    Check(
+        exercise="ch13-merge-partials",
+        function="merge_partials",
+        cases=_merge_cases,
+        reference=_merge_partials,
+        atol=1e-5,
+        rtol=1e-5,
+        hint="bring both parts to the common maximum m = max(m1, m2): multiply part 1's l and o by "
+        "e^(m1 - m) and part 2's by e^(m2 - m), then add (never e^m1 or e^m2 alone: they overflow); "
+        "a part with no keys has m = -inf, l = 0, o = 0: where m is -inf use 0 in the exponents, since "
+        "e^(-inf - (-inf)) is NaN; do not divide o by l (that happens once, at the very end); return "
+        "(m, l, o) in the inputs' dtype",
+        covers="a larger maximum on either side, scores near 1000, a part without keys on either side and "
+        "on both, rows without keys, float64, one query, random shapes",
+        forbids=("online_softmax", "tiled_attention"),
+    )
+)

@@ -45,10 +45,10 @@ The rest is for the Chinese edition only (a build whose ``language`` is not Engl
   environment, which was then saved with every page (a 3 MB doctree for chapter 13)
   and loaded again for every cross-reference.
 """
+
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from sphinx.transforms import SphinxTransform
@@ -83,7 +83,7 @@ def _glue_in_translations() -> None:
     def retrieve_glue_data(document, key):
         env = getattr(document.settings, "env", None)
         if env is not None:
-            if "nb_renderer" in document:      # the notebook itself, while it is parsed (English text)
+            if "nb_renderer" in document:  # the notebook itself, while it is parsed (English text)
                 _NB_RENDERERS[env.docname] = document["nb_renderer"]
             elif env.docname in _NB_RENDERERS:  # then a translation of one of its paragraphs
                 document["nb_renderer"] = _NB_RENDERERS[env.docname]
@@ -123,8 +123,10 @@ def _edition_link(app, pagename, templatename, context, doctree):
         href, label, lang, title = f"{up}../{pagename}.html", "English", "en", "Read this page in English"
     else:
         href, label, lang, title = f"{up}zh/{pagename}.html", "中文", "zh-CN", "阅读本页的中文版"
-    link = (f'<p class="edition-link" style="text-align: right; margin: 0;">'
-            f'<a class="edition-link" href="{href}" hreflang="{lang}" lang="{lang}" title="{title}">{label}</a></p>\n')
+    link = (
+        f'<p class="edition-link" style="text-align: right; margin: 0;">'
+        f'<a class="edition-link" href="{href}" hreflang="{lang}" lang="{lang}" title="{title}">{label}</a></p>\n'
+    )
     context["body"] = link + context["body"]
 
 
@@ -178,10 +180,12 @@ def _catalogs_for_extensions(app):
 
 
 # English that sphinx-book-theme writes into its templates as it is: template -> attribute values
-THEME_WORDS = {"toggle-primary-sidebar.html": ['title="Toggle primary sidebar"'],
-               "toggle-secondary-sidebar.html": ['title="Toggle secondary sidebar"'],
-               "sbt-sidebar-nav.html": ['aria-label="Main"'],
-               "layout.html": ['aria-label="Page"']}
+THEME_WORDS = {
+    "toggle-primary-sidebar.html": ['title="Toggle primary sidebar"'],
+    "toggle-secondary-sidebar.html": ['title="Toggle secondary sidebar"'],
+    "sbt-sidebar-nav.html": ['aria-label="Main"'],
+    "layout.html": ['aria-label="Page"'],
+}
 
 
 def _translatable_theme_words(app):
@@ -265,10 +269,10 @@ def _course_search_language():
 
     class CourseSearchChinese(SearchChinese):
         def init(self, options):
-            super().init(options)   # loads options["dict"] into jieba
+            super().init(options)  # loads options["dict"] into jieba
             path = Path(options.get("dict") or "")
             self.words = set(path.read_text(encoding="utf-8").split()) if path.is_file() else set()
-            self.latin_terms = set()   # Sphinx's is a list, searched for every word of every page
+            self.latin_terms = set()  # Sphinx's is a list, searched for every word of every page
             words = json.dumps(sorted(self.words), ensure_ascii=False)
             longest = max([8] + [len(w) for w in self.words])
             self.js_splitter_code = SPLIT_QUERY_JS.replace("@WORDS@", words).replace("@LONGEST@", str(longest))
@@ -282,7 +286,7 @@ def _course_search_language():
             return chinese + latin
 
         def word_filter(self, stemmed_word):
-            return len(stemmed_word) > 1 or stemmed_word in self.words   # 键, 值, 头, 批
+            return len(stemmed_word) > 1 or stemmed_word in self.words  # 键, 值, 头, 批
 
     return CourseSearchChinese
 
@@ -303,6 +307,7 @@ def setup(app):
     app.connect("builder-inited", _catalogs_for_extensions)
     app.connect("builder-inited", _translatable_theme_words)
     app.connect("doctree-read", _adopt_translated_nodes)
-    app.connect("config-inited", lambda app, config: _glue_in_translations()
-                if (config.language or "en") != "en" else None)
+    app.connect(
+        "config-inited", lambda app, config: _glue_in_translations() if (config.language or "en") != "en" else None
+    )
     return {"parallel_read_safe": True, "parallel_write_safe": True}

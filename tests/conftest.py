@@ -1,9 +1,13 @@
-"""Shared fixtures: the repository root and one book build per test session."""
+"""Shared fixtures: the repository root, one book build per test session and attnlib's wheel
+installed in a fresh environment, both prepared beside the other tests."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,18 +31,21 @@ def root() -> Path:
 _BOOK: dict = {}
 
 
-def _book_tests(items) -> list:
-    return [item for item in items if "book_build" in getattr(item, "fixturenames", ())]
+def _uses(items, fixture: str) -> list:
+    return [item for item in items if fixture in getattr(item, "fixturenames", ())]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    book = _book_tests(items)
-    if not book or config.option.collectonly:
+    if config.option.collectonly:
         return
-    chosen = set(map(id, book))
-    items[:] = [item for item in items if id(item) not in chosen] + book
-    _start_book_build()
+    book = _uses(items, "book_build")
+    if book:
+        chosen = set(map(id, book))
+        items[:] = [item for item in items if id(item) not in chosen] + book
+        _start_book_build()
+    if _uses(items, "installed_wheel"):
+        _start_wheel_install()
 
 
 def _start_book_build() -> None:
@@ -60,6 +67,49 @@ def pytest_sessionfinish(session, exitstatus):
     if proc is not None and proc.poll() is None:  # stopped early (-x, Ctrl-C): do not leave it running
         proc.terminate()
         proc.wait(timeout=60)
+    if "work" in _WHEEL:
+        _WHEEL["thread"].join(timeout=600)
+        shutil.rmtree(_WHEEL["work"], ignore_errors=True)
+
+
+# ------------------------------------------------------------------ the wheel, installed beside the tests
+#
+# tests/test_packaging.py installs attnlib's wheel into a fresh environment (a minute of pip). A
+# thread prepares it when that test is selected: after the book build, when there is one, so that
+# it takes the core the build leaves free.
+
+_WHEEL: dict = {}
+
+
+def _start_wheel_install() -> None:
+    if "thread" in _WHEEL:
+        return
+    import _wheel
+
+    _WHEEL["work"] = Path(tempfile.mkdtemp(prefix="attnlib-wheel-"))
+
+    def install():
+        try:
+            if "proc" in _BOOK:
+                _BOOK["proc"].wait()
+            _WHEEL["installed"] = _wheel.build_and_install(_WHEEL["work"])
+        except BaseException as e:  # reported by the fixture, in the test that needs it
+            _WHEEL["error"] = e
+
+    _WHEEL["thread"] = threading.Thread(target=install, daemon=True)
+    _WHEEL["thread"].start()
+
+
+@pytest.fixture(scope="session")
+def installed_wheel():
+    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py)."""
+    _start_wheel_install()
+    _WHEEL["thread"].join(timeout=1800)
+    if "error" in _WHEEL:
+        error = _WHEEL["error"]
+        detail = getattr(error, "stderr", None) or ""
+        raise AssertionError(f"building or installing the wheel failed: {error!r}\n{detail}") from error
+    return _WHEEL["installed"]
 
 
 @pytest.fixture(scope="session")

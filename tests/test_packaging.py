@@ -9,12 +9,8 @@ fresh virtual environment outside the repository, shows a missing subpackage or 
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -45,33 +41,16 @@ except AssertionError as e:
 """
 
 
-def _requirements_pins() -> list[str]:
-    """requirements.txt's exact pins (``name==version``), to install the same versions as the course."""
-    pins = []
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if re.match(r"^[A-Za-z0-9_.\-\[\]]+==\S+$", line):
-            pins.append(line)
-    return pins
-
-
 @pytest.mark.slow
-def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
-    # build from a copy holding only what the wheel is built from: nothing else of the checkout helps
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for package in ("attnlib", "coursetools"):
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
-        check=True,
-        cwd=tmp_path,
+def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_wheel, tmp_path):
+    """The wheel (tests/_wheel.py: built from its sources alone, installed into a fresh environment
+    with the course's pins, in the background while other tests run) holds every module and works."""
+    python, wheel, constraints, env = (
+        installed_wheel.python,
+        installed_wheel.wheel,
+        installed_wheel.constraints,
+        installed_wheel.env,
     )
-    (wheel,) = dist.glob("attnlib-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
     for module in (
         "attnlib/__init__.py",
         "attnlib/check/__init__.py",
@@ -82,22 +61,7 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(tmp_path):
         "coursetools/homework.py",
         "coursetools/translate.py",
     ):
-        assert module in names, f"{module} is missing from the wheel"
-
-    # a fresh environment, no access to the course's packages; dependencies resolved by pip from
-    # the wheel's metadata, held to the course's pinned versions
-    env_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-    python = env_dir / "bin" / "python"
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text("\n".join(_requirements_pins()) + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
-        check=True,
-        cwd=tmp_path,
-        env=env,
-    )
+        assert module in installed_wheel.names, f"{module} is missing from the wheel"
 
     run = subprocess.run(
         [str(python), "-c", LEARNER], cwd=tmp_path, env={**env, "MPLBACKEND": "Agg"}, capture_output=True, text=True

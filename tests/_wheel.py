@@ -1,0 +1,69 @@
+"""attnlib's wheel, built from a copy of what it is built from and installed into a fresh virtual
+environment with the course's pinned versions (tests/test_packaging.py). Installing takes a minute,
+so tests/conftest.py prepares it in a background thread once the book build is done."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Installed:
+    python: Path  # the fresh environment's interpreter
+    wheel: Path
+    names: list[str]  # the files in the wheel
+    constraints: Path  # requirements.txt's exact pins, for pip -c
+    env: dict  # the environment to run it in: no PYTHONPATH, no VIRTUAL_ENV
+
+
+def requirements_pins() -> list[str]:
+    """requirements.txt's exact pins (``name==version``), to install the same versions as the course."""
+    pins = []
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if re.match(r"^[A-Za-z0-9_.\-\[\]]+==\S+$", line):
+            pins.append(line)
+    return pins
+
+
+def build_and_install(work: Path) -> Installed:
+    """Build the wheel from a copy holding only its sources (nothing else of the checkout helps),
+    then install it into a new virtual environment, dependencies resolved by pip from the wheel's
+    metadata and held to the course's pins."""
+    src = work / "src"
+    src.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for package in ("attnlib", "coursetools"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    dist = work / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
+        check=True,
+        cwd=work,
+        capture_output=True,
+    )
+    (wheel,) = dist.glob("attnlib-*.whl")
+    env_dir = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    constraints = work / "constraints.txt"
+    constraints.write_text("\n".join(requirements_pins()) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
+        check=True,
+        cwd=work,
+        env=env,
+        capture_output=True,
+    )
+    return Installed(python, wheel, zipfile.ZipFile(wheel).namelist(), constraints, env)

@@ -3,11 +3,14 @@ installed in a fresh environment, both prepared beside the other tests."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,13 +62,20 @@ def _start_book_build() -> None:
         cwd=ROOT,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # a process group: stopping it stops the two jupyter-book builds it starts
     )
 
 
 def pytest_sessionfinish(session, exitstatus):
+    _WHEEL["cancel"] = True  # a session stopped early needs no wheel any more
     proc = _BOOK.get("proc")
     if proc is not None and proc.poll() is None:  # stopped early (-x, Ctrl-C): do not leave it running
-        proc.terminate()
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # jupyter-book can outlive a SIGTERM
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(5)
         proc.wait(timeout=60)
     if "work" in _WHEEL:
         _WHEEL["thread"].join(timeout=600)
@@ -92,7 +102,8 @@ def _start_wheel_install() -> None:
         try:
             if "proc" in _BOOK:
                 _BOOK["proc"].wait()
-            _WHEEL["installed"] = _wheel.build_and_install(_WHEEL["work"])
+            if not _WHEEL.get("cancel"):
+                _WHEEL["installed"] = _wheel.build_and_install(_WHEEL["work"])
         except BaseException as e:  # reported by the fixture, in the test that needs it
             _WHEEL["error"] = e
 

@@ -32,7 +32,6 @@ def root() -> Path:
 # the build uses the second core while the other tests run.
 
 _BOOK: dict = {}
-_STOP = threading.Event()  # set when the session ends: background work not yet begun is skipped
 
 
 def _uses(items, fixture: str) -> list:
@@ -50,8 +49,6 @@ def pytest_collection_modifyitems(session, config, items):
         _start_book_build()
     if _uses(items, "installed_wheel"):
         _start_wheel_install()
-    if _uses(items, "graded_released"):
-        _start_grading()
 
 
 def _start_book_build() -> None:
@@ -70,7 +67,7 @@ def _start_book_build() -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _STOP.set()  # a session stopped early needs no more background work
+    _WHEEL["cancel"] = True  # a session stopped early needs no wheel any more
     proc = _BOOK.get("proc")
     if proc is not None and proc.poll() is None:  # stopped early (-x, Ctrl-C): do not leave it running
         for sig in (signal.SIGTERM, signal.SIGKILL):  # jupyter-book can outlive a SIGTERM
@@ -83,9 +80,6 @@ def pytest_sessionfinish(session, exitstatus):
     if "work" in _WHEEL:
         _WHEEL["thread"].join(timeout=600)
         shutil.rmtree(_WHEEL["work"], ignore_errors=True)
-    if "work" in _GRADED:
-        _GRADED["thread"].join(timeout=600)
-        shutil.rmtree(_GRADED["work"], ignore_errors=True)
 
 
 # ------------------------------------------------------------------ the wheel, installed beside the tests
@@ -108,7 +102,7 @@ def _start_wheel_install() -> None:
         try:
             if "proc" in _BOOK:
                 _BOOK["proc"].wait()
-            if not _STOP.is_set():
+            if not _WHEEL.get("cancel"):
                 _WHEEL["installed"] = _wheel.build_and_install(_WHEEL["work"])
         except BaseException as e:  # reported by the fixture, in the test that needs it
             _WHEEL["error"] = e
@@ -147,41 +141,3 @@ def book_build() -> subprocess.CompletedProcess:
     proc.wait(timeout=2400)
     out = _BOOK["log"].read_text(encoding="utf-8", errors="replace")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
-
-
-# ------------------------------------------------------------------ the student versions, graded beside the tests
-#
-# tests/test_homework.py grades the student version of every chapter (tests/_graded.py): a thread
-# starts it when the tests are collected, one kernel at a time, beside the other tests and the book.
-
-_GRADED: dict = {}
-
-
-def _start_grading() -> None:
-    if "thread" in _GRADED:
-        return
-    import _graded
-
-    _GRADED["work"] = Path(tempfile.mkdtemp(prefix="attnlib-student-"))
-
-    def grade():
-        try:
-            _GRADED["graded"] = _graded.release_and_grade(_GRADED["work"], stop=_STOP)
-        except BaseException as e:  # reported by the fixture, in the tests that need it
-            _GRADED["error"] = e
-
-    _GRADED["thread"] = threading.Thread(target=grade, daemon=True)
-    _GRADED["thread"].start()
-
-
-@pytest.fixture(scope="session")
-def graded_released():
-    """``{chapter file name: (results, the notebook as it ran)}``: every chapter's student version
-    graded as a submission (tests/_graded.py), started when the tests were collected."""
-    _start_grading()
-    _GRADED["thread"].join(timeout=1800)
-    if "error" in _GRADED:
-        raise AssertionError(f"releasing or grading the student versions failed: {_GRADED['error']!r}") from _GRADED[
-            "error"
-        ]
-    return _GRADED["graded"]

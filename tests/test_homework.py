@@ -68,9 +68,20 @@ def released(tmp_path_factory):
     return out
 
 
-# graded_released (tests/conftest.py, tests/_graded.py): every chapter's student version graded as a
-# submission, its results and the notebook as it ran; the one execution of the full set of chapters
-# in this file, in the background from the start of the session.
+@pytest.fixture(scope="module")
+def graded_released(released):
+    """Every student version graded as a submission: its results, and the notebook as it ran.
+
+    The one execution of the full set of chapters in this file: a student version must run to its
+    first check in a fresh kernel, and score 0."""
+
+    def grade(path):
+        executed: list = []
+        results = homework.grade_one(released / path.name, timeout=120, executed=executed)
+        return path.name, (results, executed[0])
+
+    with ThreadPoolExecutor(2) as pool:  # two kernels at a time, as `grade --jobs 2` does
+        return dict(pool.map(grade, CHAPTERS))
 
 
 # ------------------------------------------------------------------ convention

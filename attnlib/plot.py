@@ -37,7 +37,7 @@ import torch
 from matplotlib import font_manager
 from matplotlib.text import Text
 
-from ._validate import describe, fail
+from ._validate import describe, ensure_number, fail
 from .i18n import language, tr
 
 STYLE = {
@@ -644,9 +644,9 @@ def decoding_steps(
 
     A cached step multiplies one token's vectors by every weight matrix: two FLOPs for each
     weight it reads, far less arithmetic than the CPU can do while the weights stream in from
-    memory. So a step takes about as long as reading the weights once, ``read_ms``, drawn as a
-    horizontal line, whatever the number of cached tokens; the KV cache it also reads grows
-    with them, but is small next to the weights for one short sequence.
+    memory. So a step cannot take less time than reading the weights once, ``read_ms``, drawn as
+    a horizontal line; how close it comes is the measure of the step. The KV cache it also reads
+    grows with the tokens cached, but is small next to the weights for one short sequence.
 
     Args:
         tokens_cached: the tokens in the KV cache at each step (the x axis), at least one.
@@ -664,30 +664,10 @@ def decoding_steps(
     >>> float(fig.axes[0].get_ylim()[0])              # from 0: the ratio is seen at a glance
     0.0
     """
-    try:
-        x = np.asarray(tokens_cached, dtype=float)
-        y = np.asarray(step_ms.detach().cpu() if isinstance(step_ms, torch.Tensor) else step_ms, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(
-            "tokens_cached, step_ms", "two sequences of numbers", f"{describe(tokens_cached)}, {describe(step_ms)}"
-        ) from None
-    if (
-        x.ndim != 1
-        or x.size == 0
-        or y.shape != x.shape
-        or not np.isfinite(x).all()
-        or not (y > 0).all()
-        or not np.isfinite(y).all()
-    ):
-        raise fail(
-            "step_ms",
-            "one positive finite time per entry of tokens_cached (1-D, at least one)",
-            f"shapes {x.shape} and {y.shape}",
-        )
-    if isinstance(read_ms, bool) or not isinstance(read_ms, (int, float)) or not 0 < read_ms < math.inf:
-        raise fail("read_ms", "a positive number (milliseconds)", describe(read_ms))
-    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float)) or target <= 0):
-        raise fail("target", "None or a positive number", describe(target))
+    x, y = _step_times(tokens_cached, step_ms)  # (n_steps,), (n_steps,)
+    ensure_number("read_ms", read_ms, "a positive number (milliseconds)", lambda v: 0 < v < math.inf)
+    if target is not None:
+        ensure_number("target", target, "None or a positive number", lambda v: v > 0)
     with plt.rc_context(STYLE):
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
@@ -708,3 +688,28 @@ def decoding_steps(
         ax.legend(frameon=False, fontsize=8.5, loc="lower right")
         _font(ax)
         return ax.figure
+
+
+def _step_times(tokens_cached, step_ms) -> tuple[np.ndarray, np.ndarray]:
+    """decoding_steps' x and y as float arrays, one positive finite time per number of cached tokens."""
+    try:
+        x = np.asarray(tokens_cached, dtype=float)
+        y = np.asarray(step_ms.detach().cpu() if isinstance(step_ms, torch.Tensor) else step_ms, dtype=float)
+    except (TypeError, ValueError):
+        raise fail(
+            "tokens_cached, step_ms", "two sequences of numbers", f"{describe(tokens_cached)}, {describe(step_ms)}"
+        ) from None
+    if (
+        x.ndim != 1
+        or x.size == 0
+        or y.shape != x.shape
+        or not np.isfinite(x).all()
+        or not np.isfinite(y).all()
+        or not (y > 0).all()
+    ):
+        raise fail(
+            "step_ms",
+            "one positive finite time per entry of tokens_cached (1-D, at least one)",
+            f"shapes {x.shape} and {y.shape}",
+        )
+    return x, y

@@ -55,3 +55,18 @@ def test_no_negative_zero_in_cells():
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["0.00", "0.50", "-0.50", "0.00"]
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        (([8, 9], [30.0]), {"read_ms": 20.0}, "one positive finite time per entry of tokens_cached"),
+        (([8, 9], [30.0, -1.0]), {"read_ms": 20.0}, "one positive finite time"),
+        (([8], ["fast"]), {"read_ms": 20.0}, "two sequences of numbers"),
+        (([8], [30.0]), {"read_ms": 0.0}, "read_ms: expected a positive number"),
+        (([8], [30.0]), {"read_ms": 20.0, "target": -1}, "target: expected None or a positive number"),
+    ],
+)
+def test_decoding_steps_says_what_it_expected(args, kwargs, match):
+    with pytest.raises(AttnlibError, match=match):
+        plot.decoding_steps(*args, **kwargs)

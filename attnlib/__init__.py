@@ -34,7 +34,8 @@ Chapter                         Module          Functions
 12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
                                 ``multihead``,  ``KVCache``, ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
                                 ``masks``,      ``causal_mask(..., align="bottom_right")``;
-                                ``params``      ``kv_cache_bytes``
+                                ``params``,     ``kv_cache_bytes``;
+                                ``linear``      ``Linear`` (``nn.Linear``, one token's product on every core)
 13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``;
                                 ``cost``        ``peak_memory`` (chapter 11's, reused)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
@@ -78,6 +79,7 @@ The API, with shapes::
         GPT.forward(ids, need_weights=True) -> (logits, [weights (B, n_heads, T, T), one per layer])
         GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
         GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
+    Linear(d_in, d_out, bias=True)   # nn.Linear; one row x: W's rows in row_blocks(d_out) blocks, one bmm
     attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
     mlp_params(d_model, d_ff, bias=True), layernorm_params(d_model, bias=True) -> int
     param_breakdown(config) -> dict; gpt_params(config) -> int      # closed form
@@ -117,6 +119,7 @@ from ._validate import AttnlibError
 from .attention import attention, attention_weights
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from .embedding import embed, one_hot
+from .linear import Linear
 from .masks import causal_mask, float_mask, padding_mask
 from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
 from .multihead import KVCache, MultiHeadAttention, merge_heads, repeat_kv, split_heads
@@ -170,6 +173,7 @@ __all__ = [
     "GPT3_175B",
     "TransformerBlock",
     "GPT",
+    "Linear",
     "attention_params",
     "mlp_params",
     "layernorm_params",

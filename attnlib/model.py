@@ -28,6 +28,7 @@ from torch import nn
 
 from ._checks import check_generate, check_gpt_config, check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
+from .linear import Linear
 from .multihead import KVCache, MultiHeadAttention
 
 __all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B", "TransformerBlock", "GPT"]
@@ -113,9 +114,9 @@ class TransformerBlock(nn.Module):
         self.attn = MultiHeadAttention(d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias)
         self.ln2 = nn.LayerNorm(d, bias=bias)
         self.mlp = nn.Sequential(
-            nn.Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
+            Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
             nn.GELU(approximate="tanh"),  # GPT-2 uses the tanh approximation of GELU
-            nn.Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
+            Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
         )
 
     def forward(
@@ -163,24 +164,13 @@ class GPT(nn.Module):
         self.pos_emb = nn.Embedding(config.context_length, config.d_model)
         self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
         self.ln_f = nn.LayerNorm(config.d_model, bias=config.bias)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # one (vocab_size, d_model) matrix, used twice
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith(("attn.w_o.weight", "mlp.2.weight")):  # writes into the residual stream
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
-        # Memory layout for decoding (chapter 12). A cached step multiplies one row vector by every
-        # matrix, so its time is that of reading the weights from memory. nn.Linear stores W as
-        # (d_out, d_in); for a single row, the CPU's BLAS reads that more slowly (the output head's
-        # matrix about half as fast) than a matrix stored (d_in, d_out), the papers' W and GPT-2's
-        # own layout (benchmarks/README.md). So each matrix keeps its shape and values but is stored
-        # (d_in, d_out): weight is the transposed view of a contiguous (d_in, d_out) tensor.
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                module.weight = nn.Parameter(module.weight.detach().T.contiguous().T)
-        if config.tie_embeddings:
-            self.tok_emb.weight = self.lm_head.weight  # tied again: lm_head got a new Parameter
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

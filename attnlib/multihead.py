@@ -34,6 +34,7 @@ from torch import nn
 from ._checks import check_kv_append, check_kv_new, check_kv_room, check_mha_inputs, check_torch_mha
 from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads, ensure_number
 from .attention import attention_weights
+from .linear import Linear
 from .masks import causal_mask
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
@@ -204,8 +205,9 @@ class MultiHeadAttention(nn.Module):
     ``out = concat_h(softmax(Q_h K_h^T / sqrt(d_head) + M) V_h) W_O`` with
     ``Q = x W_Q``, ``K = c W_K``, ``V = c W_V`` and ``c = x`` unless a ``context`` is given.
 
-    ``w_q, w_k, w_v, w_o`` are ``nn.Linear(d_model, d_model)``; an ``nn.Linear``
-    stores its matrix transposed, so the papers' ``W_Q`` is ``w_q.weight.T``
+    ``w_q, w_k, w_v, w_o`` are ``nn.Linear(d_model, d_model)`` layers (attnlib's
+    :class:`~attnlib.linear.Linear`, the same layer with a faster product for one token,
+    chapter 12); an ``nn.Linear`` stores its matrix transposed, so the papers' ``W_Q`` is ``w_q.weight.T``
     (and ``x @ w_q.weight.T + w_q.bias == w_q(x)``).
 
     With ``n_kv_heads < n_heads`` (grouped-query attention; ``n_kv_heads=1`` is multi-query
@@ -248,10 +250,10 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads = n_kv_heads
         self.dropout = float(dropout)
         d_kv = n_kv_heads * self.d_head  # d_model for plain multi-head attention
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
-        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = Linear(d_model, d_model, bias=bias)
+        self.w_k = Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
+        self.w_v = Linear(d_model, d_kv, bias=bias)
+        self.w_o = Linear(d_model, d_model, bias=bias)
         self.attn_dropout = nn.Dropout(self.dropout)
 
     def forward(

@@ -38,9 +38,10 @@ processes that a whole generation pays for). The table gives medians over the ru
 ratio of the medians, and the smallest and largest per-run ratio (the spread). ``--threads`` sets PyTorch's CPU threads (default: PyTorch's own choice,
 one per core). On a shared machine, ``--threads 1`` gives steadier times: with one thread
 per core, PyTorch's thread pool slows down many times over whenever another process takes
-a core. The thread count also changes the ratio: a streaming ``sum`` uses every thread,
-while the BLAS matrix-vector product of one token, on the course's machine, runs at one
-core's speed (``benchmarks/README.md``).
+a core. The thread count changes both sides: a streaming ``sum`` uses every thread, and so
+does attnlib's one-token product (``attnlib.Linear``: the rows of each weight in blocks, one
+batched product), where ``nn.Linear``'s runs at one core's speed on the course's machine
+(``benchmarks/README.md``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,12 @@ Chapter                         Module          Functions
                                 ``linear``      ``Linear`` (``nn.Linear``, one token's product on every core)
 13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``;
                                 ``cost``        ``peak_memory`` (chapter 11's, reused)
+14 The layer of today's models  ``model``,      ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu",
+                                                d_head=..., qk_norm=...)``, ``SwiGLU``, ``LLAMA3_8B``, ``QWEN3_8B``;
+                                ``multihead``,  ``MultiHeadAttention(rope=True, qk_norm=True, d_head=...)``;
+                                ``positions``,  ``apply_rope(x, positions (..., T))``;
+                                ``hf``          ``from_hf`` (a ``transformers`` model's weights),
+                                                ``rotate_half_to_interleaved``
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
                                                 ``loss_curve``, ``scaling``; ``localize`` (a figure's
@@ -80,6 +86,12 @@ The API, with shapes::
         GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
         GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
     Linear(d_in, d_out, bias=True)   # nn.Linear; one row x: W's rows in row_blocks(d_out) blocks, one bmm
+    GPTConfig(..., positions="learned"|"rope"|"none", rope_base=10000.0, norm="layernorm"|"rmsnorm",
+              norm_eps=1e-5, mlp="gelu"|"swiglu", d_head=None, qk_norm=False); LLAMA3_8B, QWEN3_8B
+    MultiHeadAttention(d_model, n_heads, ..., d_head=None, rope=False, rope_base=10000.0, qk_norm=False)
+        .forward(x (..., T, d_model), ..., positions=None (T,) or (..., T))   # any leading batch axes
+    SwiGLU(d_model, d_ff)(x) = down(silu(gate(x)) * up(x))          # 3 d_model d_ff weights
+    from_hf(model) -> GPT   # GPT2LMHeadModel, LlamaForCausalLM, Qwen3ForCausalLM, MistralForCausalLM
     attention_params(d_model, bias=True) -> int                     # 4 d^2 + 4 d with biases
     mlp_params(d_model, d_ff, bias=True), layernorm_params(d_model, bias=True) -> int
     param_breakdown(config) -> dict; gpt_params(config) -> int      # closed form
@@ -119,9 +131,22 @@ from ._validate import AttnlibError
 from .attention import attention, attention_weights
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from .embedding import embed, one_hot
+from .hf import from_hf
 from .linear import Linear
 from .masks import causal_mask, float_mask, padding_mask
-from .model import GPT, GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, GPTConfig, TransformerBlock
+from .model import (
+    GPT,
+    GPT2_LARGE,
+    GPT2_MEDIUM,
+    GPT2_SMALL,
+    GPT2_XL,
+    GPT3_175B,
+    LLAMA3_8B,
+    QWEN3_8B,
+    GPTConfig,
+    SwiGLU,
+    TransformerBlock,
+)
 from .multihead import KVCache, MultiHeadAttention, merge_heads, repeat_kv, split_heads
 from .params import (
     attention_params,
@@ -174,6 +199,10 @@ __all__ = [
     "TransformerBlock",
     "GPT",
     "Linear",
+    "LLAMA3_8B",
+    "QWEN3_8B",
+    "SwiGLU",
+    "from_hf",
     "attention_params",
     "mlp_params",
     "layernorm_params",

@@ -178,18 +178,19 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
 # 7. Layers, KV caches and models -----------------------------------------------------------------
 
 
-def check_activations(name: str, x, d_model: int, weight: torch.Tensor, batch: int | None = None):
-    """A layer's input ``(B, T, d_model)``: floating point, in the dtype and on the device of
-    ``weight`` (the layer's parameters), with ``B = batch`` when given."""
+def check_activations(name: str, x, d_model: int, weight: torch.Tensor, lead: torch.Size | None = None):
+    """A layer's input ``(..., T, d_model)``: floating point, in the dtype and on the device of
+    ``weight`` (the layer's parameters), with the leading (batch) axes ``lead`` when given."""
     ensure_float(name, x)
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise fail(name, f"a tensor of shape (B, T, d_model={d_model})", describe(x))
+    if x.dim() < 2 or x.shape[-1] != d_model:
+        raise fail(name, f"a tensor of shape (..., T, d_model={d_model}), e.g. (B, T, d_model)", describe(x))
+    if lead is not None and x.shape[:-2] != lead:
+        shown = lead[0] if len(lead) == 1 else tuple(lead)
+        raise fail(name, f"batch size B = {shown} (the batch size of x)", describe(x))
     if x.dtype != weight.dtype or x.device != weight.device:
         raise fail(
             name, f"dtype {weight.dtype} on {weight.device} (the module's parameters)", f"{describe(x)} on {x.device}"
         )
-    if batch is not None and x.shape[0] != batch:
-        raise fail(name, f"batch size B = {batch} (the batch size of x)", describe(x))
     return x
 
 
@@ -201,7 +202,26 @@ def _kv_cache_class() -> type:
     return KVCache
 
 
-def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_cache) -> None:
+def check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_norm, norm_eps) -> int:
+    """The options of ``MultiHeadAttention``; return ``d_head`` (None: ``d_model // n_heads``)."""
+    ensure_int("d_model", d_model)
+    ensure_number("dropout", dropout, "a probability in [0, 1)", lambda p: 0 <= p < 1)
+    if d_head is None:
+        ensure_heads(d_model, n_heads)  # n_heads divides d_model
+        d_head = d_model // n_heads
+    else:
+        ensure_int("n_heads", n_heads)
+        ensure_int("d_head", d_head)
+    for name, flag in (("rope", rope), ("qk_norm", qk_norm)):
+        ensure_bool(name, flag)
+    if rope and d_head % 2:
+        raise fail("d_head", "an even number with rope=True (RoPE rotates pairs of dimensions)", f"d_head={d_head}")
+    ensure_number("rope_base", rope_base, "a positive number", lambda b: b > 0)
+    ensure_number("norm_eps", norm_eps, "a positive number", lambda e: e > 0)
+    return d_head
+
+
+def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_cache, positions=None) -> None:
     """The arguments of ``MultiHeadAttention.forward`` (see its docstring), in order."""
     check_activations("x", x, layer.d_model, layer.w_q.weight)
     if kv_cache is not None:
@@ -214,10 +234,19 @@ def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_c
                 describe(context),
             )
     if context is not None:
-        check_activations("context", context, layer.d_model, layer.w_q.weight, batch=x.shape[0])
+        if layer.rope:
+            raise fail("context", "None with rope=True (RoPE rotates by positions in one sequence)", describe(context))
+        check_activations("context", context, layer.d_model, layer.w_q.weight, lead=x.shape[:-2])
     ensure_bool("need_weights", need_weights)
-    T_k = (0 if kv_cache is None else len(kv_cache)) + (x if context is None else context).shape[1]
-    check_mask(attn_mask, is_causal, (x.shape[0], layer.n_heads, x.shape[1], T_k), x.device)
+    lead, T = x.shape[:-2], x.shape[-2]
+    T_k = (0 if kv_cache is None else len(kv_cache)) + (x if context is None else context).shape[-2]
+    check_mask(attn_mask, is_causal, (*lead, layer.n_heads, T, T_k), x.device)
+    if positions is not None:
+        if not layer.rope:
+            raise fail(
+                "positions", "None unless the layer has rope=True (positions rotate q and k)", describe(positions)
+            )
+        check_rope(x[..., :2], positions, layer.rope_base)  # (..., T) positions for x's T tokens
 
 
 def check_kv_new(k_new, v_new) -> None:
@@ -302,12 +331,22 @@ def check_gpt_config(c) -> None:
     """The fields of a :class:`~attnlib.model.GPTConfig` (``d_ff`` may still be None)."""
     for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
         ensure_int(name, getattr(c, name))
-    ensure_heads(c.d_model, c.n_heads)
-    if c.d_ff is not None:
-        ensure_int("d_ff", c.d_ff)
-    for name in ("bias", "tie_embeddings"):
+    for name in ("d_ff", "d_head"):
+        if getattr(c, name) is not None:
+            ensure_int(name, getattr(c, name))
+    if c.d_head is None:
+        ensure_heads(c.d_model, c.n_heads)  # d_head = d_model / n_heads
+    for name in ("bias", "tie_embeddings", "qk_norm"):
         ensure_bool(name, getattr(c, name))
     ensure_kv_heads(c.n_heads, c.n_kv_heads)
+    for name, allowed in (("positions", ("learned", "rope", "none")), ("norm", ("layernorm", "rmsnorm")),
+                          ("mlp", ("gelu", "swiglu"))):  # fmt: skip
+        if getattr(c, name) not in allowed:
+            raise fail(name, f"one of {', '.join(map(repr, allowed))}", f"{name}={getattr(c, name)!r}")
+    ensure_number("rope_base", c.rope_base, "a positive number", lambda b: b > 0)
+    ensure_number("norm_eps", c.norm_eps, "a positive number", lambda e: e > 0)
+    if c.positions == "rope" and (c.d_head or c.d_model // c.n_heads) % 2:
+        raise fail("d_head", "an even head width with positions='rope' (RoPE rotates pairs)", f"{c!r}")
 
 
 def check_generate(model, ids, max_new_tokens, use_cache) -> None:
@@ -320,7 +359,7 @@ def check_generate(model, ids, max_new_tokens, use_cache) -> None:
     if T0 + max_new_tokens > C:
         raise fail(
             "max_new_tokens",
-            f"T0 + max_new_tokens <= context_length = {C} (the model has {C} learned positions)",
+            f"T0 + max_new_tokens <= context_length = {C} (the model reads at most {C} tokens)",
             f"T0 = {T0} prompt tokens + max_new_tokens = {max_new_tokens} = {T0 + max_new_tokens}",
         )
 
@@ -355,13 +394,16 @@ def check_rope(x, positions, base) -> None:
     ensure_number("base", base, "a positive number", lambda b: b > 0)
     if positions is None:
         return
-    ensure_instance("positions", positions, torch.Tensor, f"None or a 1-D tensor of T={T} positions")
-    if positions.dim() != 1 or positions.shape[0] != T:
-        raise fail(
-            "positions",
-            f"a 1-D tensor of shape ({T},), one position per row of x (x has shape {tuple(x.shape)})",
-            describe(positions),
-        )
+    ensure_instance("positions", positions, torch.Tensor, f"None or a tensor of T={T} positions (..., T)")
+    wanted = f"a tensor of shape ({T},) or (..., {T}) that broadcasts against x's leading axes {tuple(x.shape[:-2])}"
+    if positions.dim() == 0 or positions.shape[-1] != T or positions.dim() > x.dim() - 1:
+        raise fail("positions", f"{wanted}, one position per row of x", describe(positions))
+    try:
+        fits = torch.broadcast_shapes(positions.shape[:-1], x.shape[:-2]) == x.shape[:-2]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise fail("positions", wanted, describe(positions))
     if positions.is_complex() or positions.dtype == torch.bool:
         raise fail("positions", "integer or float positions", describe(positions))
 
@@ -455,3 +497,59 @@ def check_sentence(sentence: str, tokens: list[str], vocab: list[str], d_model) 
         raise fail("sentence", f"words of the corpus {vocab}", f"{sentence!r} with {missing} not in it")
     if not isinstance(d_model, int) or d_model < 1:
         raise fail("d_model", "a positive int", repr(d_model))
+
+
+# 14. Hugging Face models -------------------------------------------------------------------------
+
+HF_FAMILIES = {
+    "gpt2": "GPT2LMHeadModel",
+    "llama": "LlamaForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+}
+
+
+def check_hf_model(model) -> str:
+    """A ``transformers`` causal language model of a family ``from_hf`` converts; return its ``model_type``."""
+    family = getattr(getattr(model, "config", None), "model_type", None)
+    supported = ", ".join(HF_FAMILIES.values())
+    if not isinstance(model, nn.Module) or type(model).__name__ != HF_FAMILIES.get(family):
+        got = type(model).__name__ + (f" (model_type {family!r})" if family else "")
+        raise fail("model", f"a transformers model of a supported family: {supported}", got)
+    return family
+
+
+def check_hf_config(c, family: str) -> dict | None:
+    """The parts of a ``transformers`` config that attnlib's GPT builds; return Llama's RoPE parameters."""
+    name = type(c).__name__
+    if family == "gpt2":
+        options = {
+            "activation_function": (c.activation_function, "gelu_new"),
+            "scale_attn_weights": (c.scale_attn_weights, True),
+            "scale_attn_by_inverse_layer_idx": (c.scale_attn_by_inverse_layer_idx, False),
+        }
+        rope = None
+    else:
+        rope = getattr(c, "rope_parameters", None) or {
+            "rope_theta": getattr(c, "rope_theta", 10000.0),
+            **(getattr(c, "rope_scaling", None) or {"rope_type": "default"}),
+        }  # transformers 5 keeps them in rope_parameters, 4 in rope_theta and rope_scaling
+        window = getattr(c, "sliding_window", None)
+        if getattr(c, "use_sliding_window", True) is False:
+            window = None  # Qwen3 ignores its sliding_window unless use_sliding_window
+        options = {
+            "hidden_act": (c.hidden_act, "silu"),
+            "rope type": (rope.get("rope_type", rope.get("type", "default")), "default"),
+            "sliding_window": (window, None),
+            "mlp_bias": (bool(getattr(c, "mlp_bias", False)), bool(getattr(c, "attention_bias", False))),
+        }
+    for option, (value, wanted) in options.items():
+        if value != wanted:
+            raise fail(
+                "model",
+                f"a {name} with {option} = {wanted!r} (attnlib's GPT builds that; chapter 15 adds sliding windows)"
+                if option == "sliding_window"
+                else f"a {name} with {option} = {wanted!r} (what attnlib's GPT builds)",
+                f"{option} = {value!r}",
+            )
+    return rope

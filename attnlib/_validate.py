@@ -210,11 +210,16 @@ def ensure_kv_heads(n_heads: int, n_kv_heads) -> int:
     return n_kv_heads
 
 
-def check_head_counts(d_model: int, n_heads, n_kv_heads) -> None:
-    """Optional head counts: ``n_heads`` divides ``d_model``, ``n_kv_heads`` needs ``n_heads`` and divides it."""
-    if n_kv_heads is not None and n_heads is None:
-        raise fail("n_heads", "the number of query heads when n_kv_heads is given (d_head = d_model / n_heads)", "None")
-    if n_heads is not None:
+def check_head_counts(d_model: int, n_heads, n_kv_heads, d_head=None) -> None:
+    """Optional head counts: ``n_heads`` divides ``d_model`` (unless ``d_head`` is given), ``n_kv_heads``
+    needs ``n_heads`` and divides it; ``d_head`` needs ``n_heads``."""
+    if (n_kv_heads is not None or d_head is not None) and n_heads is None:
+        given = "n_kv_heads" if n_kv_heads is not None else "d_head"
+        raise fail("n_heads", f"the number of query heads when {given} is given", "None")
+    if d_head is not None:
+        ensure_int("d_head", d_head)
+        ensure_int("n_heads", n_heads)
+    elif n_heads is not None:
         ensure_heads(d_model, n_heads)
     if n_kv_heads is not None:
         ensure_kv_heads(n_heads, n_kv_heads)

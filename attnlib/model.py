@@ -16,6 +16,19 @@ Chapter 12: ``GPT.generate(ids, max_new_tokens)`` continues ``ids`` greedily, on
 a time, with a KV cache per layer (``use_cache=True``) or by running the whole sequence
 again at every step (``use_cache=False``): the same tokens. ``GPTConfig(n_kv_heads=...)``
 gives every layer grouped-query attention.
+
+Chapter 14: the same model with the options of today's open models (Llama 3, Qwen3,
+Mistral): ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu", bias=False,
+tie_embeddings=False, n_kv_heads=..., d_head=..., qk_norm=...)``::
+
+    x = tok_emb[ids]                                # no position table: RoPE inside attention
+    for each block:
+        x = x + attn(rmsnorm1(x), causal, rope)     # q, k rotated by position; QK-norm before it
+        x = x + down(silu(gate(rmsnorm2(x))) * up(rmsnorm2(x)))    # SwiGLU
+    logits = rmsnorm_f(x) @ W_head                  # untied
+
+``LLAMA3_8B`` and ``QWEN3_8B`` are their published configurations; ``attnlib.from_hf``
+(``attnlib/hf.py``) loads a ``transformers`` model's weights into such a ``GPT``.
 """
 
 from __future__ import annotations
@@ -31,19 +44,31 @@ from ._validate import ensure_bool, ensure_instance
 from .linear import Linear
 from .multihead import KVCache, MultiHeadAttention
 
-__all__ = ["GPTConfig", "GPT2_SMALL", "GPT2_MEDIUM", "GPT2_LARGE", "GPT2_XL", "GPT3_175B", "TransformerBlock", "GPT"]
+__all__ = [
+    "GPTConfig",
+    "GPT2_SMALL",
+    "GPT2_MEDIUM",
+    "GPT2_LARGE",
+    "GPT2_XL",
+    "GPT3_175B",
+    "LLAMA3_8B",
+    "QWEN3_8B",
+    "SwiGLU",
+    "TransformerBlock",
+    "GPT",
+]
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """The sizes of a GPT model.
+    """The sizes of a GPT model, and (chapter 14) the choices that make it a Llama or a Qwen.
 
     Args:
         vocab_size: the number of token ids.
         context_length: the most tokens the model reads at once (learned positions).
         d_model: width of every token vector.
         n_layers: number of transformer blocks.
-        n_heads: attention heads per block; must divide ``d_model``.
+        n_heads: attention heads per block; must divide ``d_model`` unless ``d_head`` is set.
         d_ff: hidden width of the MLP; ``None`` (default) means ``4 * d_model``, filled in at
             construction (so ``dataclasses.replace(c, d_model=...)`` keeps ``c.d_ff``
             unless you also pass ``d_ff=None``).
@@ -53,10 +78,27 @@ class GPTConfig:
             (default) means ``n_heads``, plain multi-head attention, and is left as None
             (the printed config shows the field only when it is set). ``1`` is multi-query
             attention (Shazeer 2019), in between grouped-query attention (Ainslie et al. 2023).
+        positions: ``"learned"`` (default, GPT-2: a ``(context_length, d_model)`` table added
+            to the token vectors), ``"rope"`` (rotary positions inside every attention layer,
+            Su et al. 2021) or ``"none"`` (no positions: only the causal mask orders tokens).
+        rope_base: RoPE's frequency base (Llama 3: 500000, Qwen3: 1000000).
+        norm: ``"layernorm"`` (default) or ``"rmsnorm"`` (Zhang and Sennrich 2019: no mean, no bias).
+        norm_eps: the ``eps`` of every norm, QK-norm's included.
+        mlp: ``"gelu"`` (default, ``W_2 GELU(W_1 x)``) or ``"swiglu"`` (Shazeer 2020:
+            ``W_down (SiLU(W_gate x) * W_up x)``, three matrices).
+        d_head: width of each attention head; ``None`` (default) means ``d_model // n_heads``.
+            Qwen3 sets it independently (128 with ``d_model = 1024`` and 16 heads).
+        qk_norm: whether each head's queries and keys go through an RMSNorm over ``d_head``
+            before RoPE (Qwen3, OLMo 2, Gemma 3).
+
+    The chapter 14 fields are printed only when they differ from their defaults, which keep
+    every earlier model as it was.
 
     Example:
         >>> GPTConfig(vocab_size=100, context_length=16, d_model=32, n_layers=2, n_heads=4).d_ff
         128
+        >>> GPTConfig(100, 16, 32, 2, 4, positions="rope", norm="rmsnorm", mlp="swiglu", d_head=16)
+        GPTConfig(vocab_size=100, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=128, bias=True, tie_embeddings=True, positions='rope', norm='rmsnorm', mlp='swiglu', d_head=16)
     """
 
     vocab_size: int
@@ -68,19 +110,32 @@ class GPTConfig:
     bias: bool = True
     tie_embeddings: bool = True
     n_kv_heads: int | None = None
+    positions: str = "learned"
+    rope_base: float = 10000.0
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    mlp: str = "gelu"
+    d_head: int | None = None
+    qk_norm: bool = False
 
     def __repr__(self) -> str:
+        always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
         shown = [
             f"{f.name}={getattr(self, f.name)!r}"
             for f in fields(self)
-            if not (f.name == "n_kv_heads" and self.n_kv_heads is None)
-        ]  # as before chapter 12
+            if f.name in always or getattr(self, f.name) != f.default
+        ]  # as before chapters 12 and 14 for the models of chapters 7-13
         return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
         check_gpt_config(self)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)  # frozen dataclass: set once here
+
+    @property
+    def head_dim(self) -> int:
+        """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it."""
+        return self.d_head if self.d_head is not None else self.d_model // self.n_heads
 
 
 # Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
@@ -90,13 +145,56 @@ GPT2_MEDIUM = GPTConfig(vocab_size=50257, context_length=1024, d_model=1024, n_l
 GPT2_LARGE = GPTConfig(vocab_size=50257, context_length=1024, d_model=1280, n_layers=36, n_heads=20)
 GPT2_XL = GPTConfig(vocab_size=50257, context_length=1024, d_model=1600, n_layers=48, n_heads=25)
 GPT3_175B = GPTConfig(vocab_size=50257, context_length=2048, d_model=12288, n_layers=96, n_heads=96)
+# Chapter 14, from the published config.json files: Llama 3 8B (meta-llama/Meta-Llama-3-8B) and
+# Qwen3 8B (Qwen/Qwen3-8B), both RMSNorm, SwiGLU, RoPE, no biases, untied heads, 8 key/value heads.
+LLAMA3_8B = GPTConfig(
+    vocab_size=128256, context_length=8192, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,
+    bias=False, tie_embeddings=False, positions="rope", rope_base=500000.0, norm="rmsnorm", norm_eps=1e-5,
+    mlp="swiglu",
+)  # fmt: skip
+QWEN3_8B = GPTConfig(
+    vocab_size=151936, context_length=40960, d_model=4096, n_layers=36, n_heads=32, n_kv_heads=8, d_ff=12288,
+    bias=False, tie_embeddings=False, positions="rope", rope_base=1000000.0, norm="rmsnorm", norm_eps=1e-6,
+    mlp="swiglu", d_head=128, qk_norm=True,
+)  # fmt: skip
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of Llama and Qwen (Shazeer 2020): ``down(SiLU(gate(x)) * up(x))``.
+
+    ``gate`` and ``up`` map ``d_model -> d_ff``, ``down`` maps ``d_ff -> d_model``: three
+    matrices where GELU's MLP has two, so ``3 d_model d_ff`` weights.
+
+    Example:
+        >>> SwiGLU(8, 16)(torch.zeros(2, 3, 8)).shape
+        torch.Size([2, 3, 8])
+    """
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool = False):
+        super().__init__()
+        self.gate = Linear(d_model, d_ff, bias=bias)  # (..., d_model) -> (..., d_ff)
+        self.up = Linear(d_model, d_ff, bias=bias)  # (..., d_model) -> (..., d_ff)
+        self.down = Linear(d_ff, d_model, bias=bias)  # (..., d_ff) -> (..., d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    """The config's norm over ``d_model``: ``nn.LayerNorm`` or ``nn.RMSNorm``, with its ``norm_eps``."""
+    if config.norm == "rmsnorm":
+        return nn.RMSNorm(config.d_model, eps=config.norm_eps)  # x / rms(x) * g: no mean, no bias
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
 
 
 class TransformerBlock(nn.Module):
-    """One pre-norm GPT-2 block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
+    """One pre-norm block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
 
-    ``mlp(x) = GELU(x W_1 + b_1) W_2 + b_2`` with ``W_1 (d_model, d_ff)`` and ``W_2 (d_ff, d_model)``;
-    the attention is causal multi-head self-attention.
+    GPT-2: ``mlp(x) = GELU(x W_1 + b_1) W_2 + b_2`` with ``W_1 (d_model, d_ff)`` and
+    ``W_2 (d_ff, d_model)``, LayerNorms, causal multi-head self-attention. The config's
+    chapter 14 options make it a Llama/Qwen3 block: ``ln1``, ``ln2`` are RMSNorms
+    (``norm="rmsnorm"``), ``mlp`` is a :class:`SwiGLU`, the attention rotates queries and keys
+    (``positions="rope"``), with QK-norm and its own ``d_head`` when set.
 
     Args:
         config: a :class:`GPTConfig`.
@@ -110,17 +208,28 @@ class TransformerBlock(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         d, bias = config.d_model, config.bias
-        self.ln1 = nn.LayerNorm(d, bias=bias)
-        self.attn = MultiHeadAttention(d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias)
-        self.ln2 = nn.LayerNorm(d, bias=bias)
-        self.mlp = nn.Sequential(
-            Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
-            nn.GELU(approximate="tanh"),  # GPT-2 uses the tanh approximation of GELU
-            Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
-        )
+        self.ln1 = make_norm(config)
+        self.attn = MultiHeadAttention(
+            d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias, d_head=config.head_dim,
+            rope=config.positions == "rope", rope_base=config.rope_base, qk_norm=config.qk_norm,
+            norm_eps=config.norm_eps,
+        )  # fmt: skip
+        self.ln2 = make_norm(config)
+        if config.mlp == "swiglu":
+            self.mlp = SwiGLU(d, config.d_ff, bias=bias)
+        else:
+            self.mlp = nn.Sequential(
+                Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
+                nn.GELU(approximate="tanh"),  # GPT-2 uses the tanh approximation of GELU
+                Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
+            )
 
     def forward(
-        self, x: torch.Tensor, need_weights: bool = False, kv_cache: KVCache | None = None
+        self,
+        x: torch.Tensor,
+        need_weights: bool = False,
+        kv_cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``x``: ``(B, T, d_model)`` -> ``(B, T, d_model)``.
 
@@ -129,8 +238,11 @@ class TransformerBlock(nn.Module):
         ``F.scaled_dot_product_attention``, faster, and keeps no weights).
         With a ``kv_cache`` (this block's :class:`KVCache`), ``x`` holds the new tokens only;
         they attend to the cached ones too (weights ``(B, n_heads, T, T_cached + T)``).
+        ``positions`` (RoPE only): the tokens' positions, as ``MultiHeadAttention`` takes them.
         """
-        a, weights = self.attn(self.ln1(x), is_causal=True, need_weights=need_weights, kv_cache=kv_cache)
+        a, weights = self.attn(
+            self.ln1(x), is_causal=True, need_weights=need_weights, kv_cache=kv_cache, positions=positions
+        )
         x = x + a
         x = x + self.mlp(self.ln2(x))
         return (x, weights) if need_weights else x
@@ -161,15 +273,16 @@ class GPT(nn.Module):
         ensure_instance("config", config, GPTConfig, "a GPTConfig")
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
-        self.pos_emb = nn.Embedding(config.context_length, config.d_model)
+        # GPT-2's learned positions; with RoPE (or none) the model has no position table
+        self.pos_emb = nn.Embedding(config.context_length, config.d_model) if config.positions == "learned" else None
         self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
-        self.ln_f = nn.LayerNorm(config.d_model, bias=config.bias)
+        self.ln_f = make_norm(config)
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # one (vocab_size, d_model) matrix, used twice
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
-            if name.endswith(("attn.w_o.weight", "mlp.2.weight")):  # writes into the residual stream
+            if name.endswith(("attn.w_o.weight", "mlp.2.weight", "mlp.down.weight")):  # write into the residual stream
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layers))
 
     @staticmethod
@@ -232,15 +345,18 @@ class GPT(nn.Module):
         T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached cached tokens
         T = ids.shape[1]
         pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
-        x = self.tok_emb(ids) + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
+        x = self.tok_emb(ids)  # (B, T, d_model)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
+        rope_pos = pos if self.config.positions == "rope" else None  # RoPE: each attention layer rotates q, k
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
         weights = []
         for block, cache in zip(self.blocks, caches):
             if need_weights:
-                x, w = block(x, need_weights=True, kv_cache=cache)  # (B, T, d_model), w: (B, n_heads, T, T_k)
+                x, w = block(x, True, cache, rope_pos)  # (B, T, d_model), w: (B, n_heads, T, T_k)
                 weights.append(w)
             else:
-                x = block(x, kv_cache=cache)  # (B, T, d_model) -> (B, T, d_model)
+                x = block(x, kv_cache=cache, positions=rope_pos)  # (B, T, d_model) -> (B, T, d_model)
         return self.ln_f(x), weights
 
     @torch.no_grad()

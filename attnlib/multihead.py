@@ -31,11 +31,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_kv_append, check_kv_new, check_kv_room, check_mha_inputs, check_torch_mha
-from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads, ensure_number
+from ._checks import (
+    check_kv_append,
+    check_kv_new,
+    check_kv_room,
+    check_mha_inputs,
+    check_mha_options,
+    check_torch_mha,
+)
+from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads
 from .attention import attention_weights
 from .linear import Linear
 from .masks import causal_mask
+from .positions import apply_rope
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
 
@@ -199,6 +207,17 @@ class KVCache:
         return self.k, self.v
 
 
+def flatten_batch(mask: torch.Tensor | None, lead: torch.Size) -> torch.Tensor | None:
+    """A mask for scores ``(*lead, n_heads, T, T_k)`` with the leading axes made one: ``(B, n_heads, T, T_k)``.
+
+    A mask of at most 3 dimensions broadcasts over the batch as it is and comes back unchanged.
+    """
+    if mask is None or mask.dim() <= 3:
+        return mask
+    mask = mask.reshape((1,) * (len(lead) + 3 - mask.dim()) + mask.shape)  # (..., h, T, T_k), lead axes padded
+    return mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])  # (*lead, ...) -> (B, ...)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with learned projections ``W_Q, W_K, W_V, W_O``.
 
@@ -239,21 +258,33 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, n_kv_heads: int | None = None, bias: bool = True, dropout: float = 0.0
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        *,
+        d_head: int | None = None,
+        rope: bool = False,
+        rope_base: float = 10000.0,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-5,
     ):
         super().__init__()
-        ensure_int("d_model", d_model)
-        ensure_heads(d_model, n_heads)  # n_heads divides d_model
-        n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
-        ensure_number("dropout", dropout, "a probability in [0, 1)", lambda p: 0 <= p < 1)
-        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.n_kv_heads = n_kv_heads
+        d_head = check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_norm, norm_eps)
+        self.n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
-        d_kv = n_kv_heads * self.d_head  # d_model for plain multi-head attention
-        self.w_q = Linear(d_model, d_model, bias=bias)
+        self.rope, self.rope_base = rope, float(rope_base)
+        d_q, d_kv = n_heads * d_head, self.n_kv_heads * d_head  # both d_model for plain multi-head attention
+        self.w_q = Linear(d_model, d_q, bias=bias)  # (d_model) -> (n_heads * d_head)
         self.w_k = Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
         self.w_v = Linear(d_model, d_kv, bias=bias)
-        self.w_o = Linear(d_model, d_model, bias=bias)
+        self.w_o = Linear(d_q, d_model, bias=bias)  # (n_heads * d_head) -> (d_model)
+        # QK-norm (chapter 14): an RMSNorm over each head's d_head, on queries and keys, before RoPE
+        self.q_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
+        self.k_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
         self.attn_dropout = nn.Dropout(self.dropout)
 
     def forward(
@@ -264,14 +295,16 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = True,
         kv_cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` to ``context`` (to ``x`` itself when ``context`` is None).
 
         Args:
-            x: queries' input, shape ``(B, T, d_model)``.
-            context: keys' and values' input, shape ``(B, T_ctx, d_model)``;
-                ``None`` (default) is self-attention, ``T_ctx = T``.
-            attn_mask: optional mask that broadcasts to ``(B, n_heads, T, T_k)``, e.g.
+            x: queries' input, shape ``(..., T, d_model)``: any number of leading batch
+                axes, as ``nn.Linear`` takes, usually ``(B, T, d_model)``.
+            context: keys' and values' input, shape ``(..., T_ctx, d_model)`` with ``x``'s
+                leading axes; ``None`` (default) is self-attention, ``T_ctx = T``.
+            attn_mask: optional mask that broadcasts to ``(..., n_heads, T, T_k)``, e.g.
                 ``(T, T_k)`` or a ``padding_mask`` ``(B, 1, 1, T_k)``: boolean with
                 True = may attend (``nn.MultiheadAttention`` uses True = blocked), or
                 floating point (added to the scores). ``T_k = T_ctx``, or
@@ -287,23 +320,32 @@ class MultiHeadAttention(nn.Module):
             kv_cache: a :class:`KVCache` for self-attention (``context`` None): the new
                 keys and values ``(B, n_kv_heads, T, d_head)`` are appended to it, and the
                 queries attend to every cached key. ``None`` (default): no cache.
+            positions: with ``rope=True``, the positions of ``x``'s tokens, ``(T,)`` or
+                ``(..., T)`` (one row per sequence); ``None`` (default):
+                ``T_cached .. T_cached + T - 1``, the tokens after the cached ones. The
+                cache keeps rotated keys: a cached token keeps the rotation of its position.
 
         Returns:
-            ``(out, weights)``: ``out`` of shape ``(B, T, d_model)``; ``weights`` of shape
-            ``(B, n_heads, T, T_k)`` (after dropout, as used to mix the values) or None.
+            ``(out, weights)``: ``out`` of shape ``(..., T, d_model)``; ``weights`` of shape
+            ``(..., n_heads, T, T_k)`` (after dropout, as used to mix the values) or None.
         """
-        check_mha_inputs(self, x, context, attn_mask, is_causal, need_weights, kv_cache)
+        check_mha_inputs(self, x, context, attn_mask, is_causal, need_weights, kv_cache, positions)
+        lead, T = x.shape[:-2], x.shape[-2]  # any leading batch axes, flattened into one: B
         context = x if context is None else context  # self-attention: keys and values from x
+        x, context = x.reshape(-1, T, self.d_model), context.reshape(-1, context.shape[-2], self.d_model)
+        attn_mask = flatten_batch(attn_mask, lead)  # (..., n_heads, T, T_k) -> (B, n_heads, T, T_k)
         T_cached = 0 if kv_cache is None else len(kv_cache)
-        T, T_k = x.shape[1], T_cached + context.shape[1]
+        T_k = T_cached + context.shape[1]
 
-        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, d_model) -> (B, n_heads, T, d_head)
-        k = split_heads(
-            self.w_k(context), self.n_kv_heads
-        )  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
-        v = split_heads(
-            self.w_v(context), self.n_kv_heads
-        )  # (B, T_ctx, n_kv_heads * d_head) -> (B, n_kv_heads, T_ctx, d_head)
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, n_heads * d_head) -> (B, n_heads, T, d_head)
+        k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
+        v = split_heads(self.w_v(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
+        if self.q_norm is not None:  # QK-norm: each head's query and key rescaled to RMS 1 (times a gain)
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope:  # rotate queries and keys by their positions (chapter 9), before the scores
+            pos = torch.arange(T_cached, T_k, device=x.device) if positions is None else positions
+            pos = pos if pos.dim() == 1 else pos.expand(*lead, T).reshape(-1, 1, T)  # (T,) or (B, 1, T)
+            q, k = apply_rope(q, pos, self.rope_base), apply_rope(k, pos, self.rope_base)
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
         if is_causal and T_cached:
@@ -316,6 +358,7 @@ class MultiHeadAttention(nn.Module):
             weights = attention_weights(q, k, attn_mask, is_causal)  # (B, n_heads, T, T_k)
             weights = self.attn_dropout(weights)
             y = weights @ v  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
+            weights = weights.reshape(*lead, self.n_heads, T, T_k)  # (B, ...) -> (..., n_heads, T, T_k)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
@@ -329,7 +372,8 @@ class MultiHeadAttention(nn.Module):
                 dropout_p=self.dropout if self.training else 0.0,
                 enable_gqa=self.n_kv_heads != self.n_heads,
             )  # SDPA shares k, v heads as repeat_kv does
-        return self.w_o(merge_heads(y)), weights  # (B, n_heads, T, d_head) -> (B, T, d_model)
+        out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
+        return out.reshape(*lead, T, self.d_model), weights  # (B, T, d_model) -> (..., T, d_model)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:

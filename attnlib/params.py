@@ -43,20 +43,28 @@ __all__ = [
 
 
 def attention_params(
-    d_model: int, bias: bool = True, *, n_heads: int | None = None, n_kv_heads: int | None = None
+    d_model: int,
+    bias: bool = True,
+    *,
+    n_heads: int | None = None,
+    n_kv_heads: int | None = None,
+    d_head: int | None = None,
 ) -> int:
     """Parameters of one multi-head attention layer: ``4 d^2 + 4 d`` (``4 d^2`` without biases).
 
     Independent of the number of heads. With grouped-query attention, ``n_kv_heads``
     key/value heads of ``d_head = d / n_heads``: ``W_Q`` and ``W_O`` stay ``d x d``,
     ``W_K`` and ``W_V`` are ``d x d_kv`` with ``d_kv = n_kv_heads d_head``, so
-    ``2 d^2 + 2 d d_kv`` weights and ``2 d + 2 d_kv`` biases.
+    ``2 d^2 + 2 d d_kv`` weights and ``2 d + 2 d_kv`` biases. With a ``d_head`` of its own
+    (chapter 14), ``W_Q`` is ``d x d_q`` and ``W_O`` ``d_q x d`` with ``d_q = n_heads d_head``:
+    ``2 d d_q + 2 d d_kv`` weights and ``d_q + d + 2 d_kv`` biases.
 
     Args:
         d_model: model width ``d``.
         bias: whether the four projections have biases.
-        n_heads, n_kv_heads: needed only for grouped-query attention; ``n_kv_heads=None``
-            (default) means plain multi-head attention, ``n_kv_heads = n_heads``.
+        n_heads, n_kv_heads, d_head: needed only for grouped-query attention or a head width
+            other than ``d / n_heads``; ``n_kv_heads=None`` (default) means ``n_heads``,
+            ``d_head=None`` means ``d_model / n_heads``.
 
     Example:
         >>> attention_params(768)                 # GPT-2 small: 4 * 768**2 + 4 * 768
@@ -65,24 +73,38 @@ def attention_params(
         2359296
         >>> attention_params(768, n_heads=12, n_kv_heads=1)   # multi-query: W_K, W_V are 768 x 64
         1279616
+        >>> attention_params(1024, False, n_heads=16, n_kv_heads=8, d_head=128)   # Qwen3 0.6B: d_q = 2048
+        6291456
     """
     ensure_int("d_model", d_model)
     ensure_bool("bias", bias)
-    check_head_counts(d_model, n_heads, n_kv_heads)
-    d_kv = d_model if n_kv_heads is None else n_kv_heads * (d_model // n_heads)  # n_kv_heads * d_head
-    return 2 * d_model * d_model + 2 * d_model * d_kv + (2 * d_model + 2 * d_kv if bias else 0)
+    check_head_counts(d_model, n_heads, n_kv_heads, d_head)
+    if d_head is None:
+        d_head = d_model if n_heads is None else d_model // n_heads
+        n_heads = n_heads or 1
+    d_q = n_heads * d_head  # d_model unless the config sets d_head
+    d_kv = d_q if n_kv_heads is None else n_kv_heads * d_head  # n_kv_heads * d_head
+    return 2 * d_model * d_q + 2 * d_model * d_kv + (d_q + d_model + 2 * d_kv if bias else 0)
 
 
-def mlp_params(d_model: int, d_ff: int, bias: bool = True) -> int:
+def mlp_params(d_model: int, d_ff: int, bias: bool = True, *, gated: bool = False) -> int:
     """Parameters of the MLP ``d_model -> d_ff -> d_model``: ``2 d d_ff + d_ff + d`` (``2 d d_ff`` without biases).
+
+    ``gated=True`` is SwiGLU (chapter 14): three matrices, ``gate`` and ``up`` ``d x d_ff`` and
+    ``down`` ``d_ff x d``, so ``3 d d_ff`` weights (``+ 2 d_ff + d`` biases).
 
     Example:
         >>> mlp_params(768, 3072)
         4722432
+        >>> mlp_params(4096, 14336, bias=False, gated=True)   # Llama 3 8B: 3 * 4096 * 14336
+        176160768
     """
     ensure_int("d_model", d_model)
     ensure_int("d_ff", d_ff)
     ensure_bool("bias", bias)
+    ensure_bool("gated", gated)
+    if gated:
+        return 3 * d_model * d_ff + (2 * d_ff + d_model if bias else 0)
     return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
 
 
@@ -123,14 +145,17 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
         output head (untied)                0
     """
     ensure_instance("config", config, GPTConfig, "a GPTConfig")
-    d, L, b = config.d_model, config.n_layers, config.bias
+    d, L, b, c = config.d_model, config.n_layers, config.bias, config
+    attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
+    qk_norm = 2 * c.head_dim if c.qk_norm else 0  # an RMSNorm gain over d_head for q and for k
+    norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
     return {
-        "token embeddings": config.vocab_size * d,
-        "position embeddings": config.context_length * d,
-        "attention": L * attention_params(d, b, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads),
-        "MLP": L * mlp_params(d, config.d_ff, b),
-        "LayerNorms": (2 * L + 1) * layernorm_params(d, b),  # 2 per block + the final one
-        "output head (untied)": 0 if config.tie_embeddings else config.vocab_size * d,
+        "token embeddings": c.vocab_size * d,
+        "position embeddings": c.context_length * d if c.positions == "learned" else 0,
+        "attention": L * (attention + qk_norm),
+        "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp == "swiglu"),
+        norms[0]: (2 * L + 1) * norms[1],  # 2 per block + the final one
+        "output head (untied)": 0 if c.tie_embeddings else c.vocab_size * d,
     }
 
 
@@ -192,5 +217,5 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     ensure_int("B", B)
     ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype", complex_ok=True)
     n_kv_heads = config.n_kv_heads or config.n_heads
-    d_head = config.d_model // config.n_heads
+    d_head = config.head_dim  # d_model // n_heads unless the config sets it
     return 2 * config.n_layers * B * n_kv_heads * T * d_head * dtype.itemsize

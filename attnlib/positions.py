@@ -91,8 +91,10 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     Args:
         x: float tensor of shape ``(..., T, d_head)``, e.g. ``(B, n_heads, T, d_head)``
             or ``(T, d_head)``; ``d_head`` even.
-        positions: the position of each of the ``T`` rows, a 1-D tensor of shape
-            ``(T,)`` (integers or floats); ``None`` (default) means ``0 .. T - 1``.
+        positions: the position of each of the ``T`` rows, a tensor of shape
+            ``(T,)`` or ``(..., T)`` that broadcasts against ``x``'s leading axes (e.g.
+            ``(B, 1, T)`` for ``x`` ``(B, n_heads, T, d_head)``: one row of positions per
+            sequence), integers or floats; ``None`` (default) means ``0 .. T - 1``.
             Pass ``torch.arange(start, start + T)`` for tokens that come after
             ``start`` cached ones.
         base: the base of the frequencies, a positive number (default 10000).
@@ -118,11 +120,11 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     if positions is None:
         pos = torch.arange(T, device=x.device, dtype=work)  # (T,): 0 .. T-1
     else:
-        pos = positions.to(device=x.device, dtype=work)  # (T,)
+        pos = positions.to(device=x.device, dtype=work)  # (..., T)
     i = torch.arange(d_head // 2, device=x.device, dtype=work)  # (d_head/2,)
     theta = float(base) ** (-2.0 * i / d_head)  # (d_head/2,): base^(-2i/d_head)
-    angles = pos[:, None] * theta[None, :]  # (T, 1) * (1, d_head/2) -> (T, d_head/2)
-    cos, sin = torch.cos(angles), torch.sin(angles)  # (T, d_head/2) each
+    angles = pos[..., :, None] * theta  # (..., T, 1) * (d_head/2,) -> (..., T, d_head/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)  # (..., T, d_head/2) each
     xw = x.to(work)
     x_even, x_odd = xw[..., 0::2], xw[..., 1::2]  # (..., T, d_head/2) each
     out_even = x_even * cos - x_odd * sin  # broadcast over the leading axes

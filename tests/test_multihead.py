@@ -237,8 +237,8 @@ def test_multihead_bad_input():
     x = torch.randn(2, 4, 12)
     with raises("x:", "d_model=12", "(2, 4, 10)"):
         mha(torch.randn(2, 4, 10))
-    with raises("x:", "d_model=12", "(4, 12)"):
-        mha(torch.randn(4, 12))
+    with raises("x:", "d_model=12", "(12,)"):  # (..., T, d_model): at least 2-D; (T, d_model) is unbatched
+        mha(torch.randn(12))
     with raises("context:", "batch size B = 2", "(3, 5, 12)"):
         mha(x, torch.randn(3, 5, 12))
     with raises("context:", "d_model=12", "(2, 5, 8)"):

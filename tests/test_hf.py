@@ -1,0 +1,225 @@
+"""Chapter 14: attnlib.from_hf against Hugging Face transformers, the same weights (small random configs).
+
+Nothing is downloaded: every model is built from a config with random weights."""
+
+import dataclasses
+
+import pytest
+import torch
+
+import attnlib
+from attnlib import AttnlibError, from_hf
+from attnlib.hf import rotate_half_to_interleaved
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+SMALL = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, max_position_embeddings=64)
+
+
+def _init(model, seed=0):
+    """Random weights of large scale, so that logits differ clearly between tokens and greedy
+    generation does not repeat one token (a wrong permutation, norm or cache then shows): matrices
+    std 2 / sqrt(fan_in), norm gains 1 + 0.3 N(0, 1) (QK-norm's included), biases 0.3 N(0, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if p.dim() > 1:
+                p.copy_(noise * 2 / p.shape[-1] ** 0.5)
+            else:
+                p.copy_(noise * 0.3 + (name.endswith("weight")))  # a gain around 1, a bias around 0
+    return model.eval()
+
+
+def llama(tie=False, n_kv=2, theta=500000.0, **kw):
+    cfg = transformers.LlamaConfig(**SMALL, num_attention_heads=4, num_key_value_heads=n_kv, tie_word_embeddings=tie,
+                                   rope_theta=theta, **kw)  # fmt: skip
+    return _init(transformers.LlamaForCausalLM(cfg))
+
+
+def qwen3(tie=False):
+    cfg = transformers.Qwen3Config(**SMALL, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                   rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=tie)  # fmt: skip
+    return _init(transformers.Qwen3ForCausalLM(cfg))
+
+
+def mistral():
+    cfg = transformers.MistralConfig(**SMALL, num_attention_heads=4, num_key_value_heads=1, sliding_window=None)
+    return _init(transformers.MistralForCausalLM(cfg))
+
+
+def gpt2(tie=True):
+    cfg = transformers.GPT2Config(
+        vocab_size=97, n_positions=64, n_embd=32, n_layer=2, n_head=4, tie_word_embeddings=tie
+    )
+    return _init(transformers.GPT2LMHeadModel(cfg), seed=3)  # seed 3: the tied model does not repeat one token
+
+
+MODELS = {
+    "gpt2": gpt2,
+    "gpt2, untied": lambda: gpt2(tie=False),
+    "llama, GQA, rope_theta 500000, untied": llama,
+    "llama, tied head": lambda: llama(tie=True),
+    "llama, multi-head (n_kv = n_heads), rope_theta 10000": lambda: llama(n_kv=4, theta=10000.0),
+    "qwen3, QK-norm, d_head 16 with d_model 32 and 4 heads": qwen3,
+    "qwen3, tied": lambda: qwen3(tie=True),
+    "mistral, multi-query": mistral,
+}
+IDS = torch.randint(0, 97, (3, 11), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_logits_equal_transformers(name):
+    hf = MODELS[name]()
+    mine = from_hf(hf)
+    with torch.no_grad():
+        want = hf(IDS).logits
+        got = mine(IDS)
+    assert want.std() > 0.5  # logits that differ between tokens: the comparison can fail
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert attnlib.count_params(mine) == sum(p.numel() for p in hf.parameters())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_generation_equals_transformers_with_and_without_the_cache(name):
+    hf = MODELS[name]()
+    mine = from_hf(hf)
+    prompt = IDS[:2, :5]
+    with torch.no_grad():
+        want = hf.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0, eos_token_id=None)
+    cached = mine.generate(prompt, 12)
+    assert torch.equal(cached, want)
+    assert torch.equal(mine.generate(prompt, 12, use_cache=False), want)
+    assert cached[:, 5:].unique().numel() > 3  # the model does not repeat one token
+
+
+def test_the_config_read_from_transformers():
+    c = from_hf(qwen3()).config
+    assert (c.positions, c.norm, c.mlp, c.qk_norm, c.bias, c.tie_embeddings) == (
+        "rope",
+        "rmsnorm",
+        "swiglu",
+        True,
+        False,
+        False,
+    )
+    assert (c.d_head, c.n_kv_heads, c.rope_base, c.norm_eps, c.context_length) == (16, 2, 1e6, 1e-6, 64)
+    g = from_hf(gpt2()).config
+    assert (g.positions, g.norm, g.mlp, g.bias, g.tie_embeddings, g.d_ff) == (
+        "learned",
+        "layernorm",
+        "gelu",
+        True,
+        True,
+        128,
+    )
+
+
+def test_dtype_device_and_training_mode_follow_the_model():
+    hf = llama().to(torch.float64).train()
+    mine = from_hf(hf)
+    assert mine.training and {p.dtype for p in mine.parameters()} == {torch.float64}
+    assert mine.lm_head.weight is not mine.tok_emb.weight  # untied stays untied
+    tied = from_hf(llama(tie=True))
+    assert tied.lm_head.weight is tied.tok_emb.weight and not tied.training
+
+
+@pytest.mark.parametrize("n_heads, d_head, d_in", [(1, 2, 3), (4, 8, 5), (8, 128, 2)])
+def test_rotate_half_to_interleaved_undoes_the_permutation_of_metas_conversion(n_heads, d_head, d_in):
+    w = torch.randn(n_heads * d_head, d_in)
+    # what transformers' convert_llama_weights_to_hf.py applies to Meta's interleaved q/k weights
+    meta_to_hf = w.view(n_heads, d_head // 2, 2, d_in).transpose(1, 2).reshape(n_heads * d_head, d_in)
+    assert torch.equal(rotate_half_to_interleaved(meta_to_hf, n_heads), w)
+    bias = torch.randn(n_heads * d_head)
+    hf_bias = bias.view(n_heads, d_head // 2, 2).transpose(1, 2).reshape(-1)
+    assert torch.equal(rotate_half_to_interleaved(hf_bias, n_heads), bias)
+
+
+def test_rope_after_the_permutation_equals_rotate_half():
+    """transformers' apply_rotary_pos_emb (rotate half) on q, k equals attnlib's apply_rope (interleaved)
+    on the permuted dimensions: the same rotation, and the same scores."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    d_head, T, base = 16, 9, 500000.0
+    cfg = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=base)
+    q, k = torch.randn(2, 4, T, d_head, dtype=torch.float64), torch.randn(2, 4, T, d_head, dtype=torch.float64)
+    pos = torch.arange(3, 3 + T)[None]
+    cos, sin = LlamaRotaryEmbedding(cfg)(q, pos)
+    q_hf, k_hf = apply_rotary_pos_emb(q, k, cos.double(), sin.double())
+    perm = rotate_half_to_interleaved(torch.arange(d_head), 1)
+    q_mine, k_mine = (attnlib.apply_rope(t[..., perm], pos[0], base) for t in (q, k))
+    torch.testing.assert_close(q_mine, q_hf[..., perm], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(q_mine @ k_mine.transpose(-1, -2), q_hf @ k_hf.transpose(-1, -2), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "config, hf_class",
+    [
+        (attnlib.LLAMA3_8B, "LlamaForCausalLM"),
+        (attnlib.QWEN3_8B, "Qwen3ForCausalLM"),
+    ],
+)
+def test_published_parameter_counts_equal_transformers_on_the_meta_device(config, hf_class):
+    """Llama 3 8B and Qwen3 8B from their published config.json values, built without memory."""
+    common = dict(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.d_ff,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
+        num_key_value_heads=config.n_kv_heads, max_position_embeddings=config.context_length,
+        rms_norm_eps=config.norm_eps, rope_theta=config.rope_base, tie_word_embeddings=False,
+    )  # fmt: skip
+    if config.d_head is not None:
+        common["head_dim"] = config.d_head
+    hf_config = getattr(transformers, hf_class.replace("ForCausalLM", "Config"))(**common)
+    with torch.device("meta"):
+        hf = getattr(transformers, hf_class)(hf_config)
+        mine = attnlib.GPT(config)
+    n_hf = sum(p.numel() for p in hf.parameters())
+    assert attnlib.gpt_params(config) == attnlib.count_params(mine) == n_hf
+    read = from_hf(hf).config  # the preset is what transformers' config describes
+    assert dataclasses.replace(read, d_head=read.head_dim) == dataclasses.replace(config, d_head=config.head_dim)
+
+
+def test_published_parameter_counts():
+    """The counts Meta and Qwen publish, rounded: 8.0B and 8.2B (the Qwen3 model card: 8.2B)."""
+    assert round(attnlib.gpt_params(attnlib.LLAMA3_8B) / 1e9, 1) == 8.0
+    assert round(attnlib.gpt_params(attnlib.QWEN3_8B) / 1e9, 1) == 8.2
+    # the KV cache: 2 n_layers n_kv_heads d_head numbers per token, bfloat16
+    assert attnlib.kv_cache_bytes(attnlib.LLAMA3_8B, T=1, dtype=torch.bfloat16) == 2 * 32 * 8 * 128 * 2
+    assert attnlib.kv_cache_bytes(attnlib.QWEN3_8B, T=1, dtype=torch.bfloat16) == 2 * 36 * 8 * 128 * 2
+
+
+def test_unsupported_models_name_the_supported_families():
+    bert = transformers.BertModel(transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                                          intermediate_size=32))  # fmt: skip
+    with pytest.raises(AttnlibError, match="model: expected a transformers model of a supported family: "
+                       "GPT2LMHeadModel, LlamaForCausalLM, Qwen3ForCausalLM, MistralForCausalLM.*BertModel"):  # fmt: skip
+        from_hf(bert)
+    with pytest.raises(AttnlibError, match="model: expected .*received.*LlamaModel"):
+        from_hf(llama().model)  # the body without its head
+    with pytest.raises(AttnlibError, match="model: expected .*received str"):
+        from_hf("meta-llama/Meta-Llama-3-8B")  # a name: attnlib never downloads
+
+
+def test_unsupported_options_are_named():
+    scaled = llama(rope_scaling={"rope_type": "linear", "factor": 2.0})
+    with pytest.raises(AttnlibError, match=r"rope type = 'default'.*received rope type = 'linear'"):
+        from_hf(scaled)
+    window = transformers.MistralConfig(**SMALL, num_attention_heads=4, num_key_value_heads=1, sliding_window=16)
+    with pytest.raises(AttnlibError, match=r"sliding_window = None .*chapter 15.*received sliding_window = 16"):
+        from_hf(transformers.MistralForCausalLM(window))
+    relu = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=32, n_layer=1, n_head=4,
+                                   activation_function="relu")  # fmt: skip
+    with pytest.raises(AttnlibError, match=r"activation_function = 'gelu_new'"):
+        from_hf(transformers.GPT2LMHeadModel(relu))
+
+
+def test_a_config_changed_after_loading_is_a_different_model():
+    """The weights alone do not make the model: the same weights with Llama's RoPE base changed give
+    other logits (so the equality above tests the config too)."""
+    hf = llama()
+    mine = from_hf(hf)
+    other = attnlib.GPT(dataclasses.replace(mine.config, rope_base=10000.0)).eval()
+    other.load_state_dict(mine.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(other(IDS), mine(IDS), atol=1e-3)

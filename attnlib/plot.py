@@ -7,6 +7,7 @@
 * ``overview``: the whole computation, tokens to output, with one chapter's steps highlighted.
 * ``loss_curve``: a training loss, step by step, with its running mean.
 * ``scaling``: costs measured at growing sizes, log-log, with fitted slopes (chapter 11).
+* ``score_growth``: the scores and the softmax of a layer whose ``W_Q``, ``W_K`` grow (chapter 14).
 * ``localize``: a figure drawn with matplotlib itself, its words in the reader's language.
 
 Signed matrices use a diverging colour map centred on 0 (blue < 0 < red);
@@ -713,3 +714,103 @@ def _step_times(tokens_cached, step_ms) -> tuple[np.ndarray, np.ndarray]:
             f"shapes {x.shape} and {y.shape}",
         )
     return x, y
+
+
+def score_growth(
+    scales: Sequence[float],
+    series: dict,
+    n_keys: int | None = None,
+    bound: float | None = None,
+    bound_label: str = "",
+    xlabel: str = "W_Q and W_K multiplied by s",
+):
+    r"""What a layer's scores and softmax do as its ``W_Q`` and ``W_K`` grow (chapter 14).
+
+    Multiply ``W_Q`` and ``W_K`` by ``s``: ``q`` and ``k`` grow like ``s``, so the scores
+    ``q · k / √d_head`` grow like ``s²``, and the softmax of the scores saturates (chapter 3):
+    each row puts nearly all its weight on one key. QK-norm rescales each head's ``q`` and
+    ``k`` to RMS 1 before the scores, and they no longer depend on ``s``.
+
+    Left, log-log: the largest ``|score|`` against ``s``. Right: the mean over the rows of
+    each row's largest weight, between ``1 / n_keys`` (uniform weights) and 1 (one-hot).
+
+    Args:
+        scales: the factors ``s``, positive, at least two (the x axis of both panels).
+        series: ``{name: (largest_scores, largest_weights)}``: for each ``s``, the largest
+            ``|score|`` (positive) and the mean largest weight of a row (in ``(0, 1]``).
+        n_keys: the number of keys a row attends to: a dotted line at ``1 / n_keys``, the
+            largest weight of uniform weights; ``None`` (default): none.
+        bound: a dashed line on the left at this ``|score|``, e.g. ``√d_head``, the most a
+            QK-normed head with gains 1 can reach; ``None`` (default): none.
+        bound_label: that line's legend text.
+        xlabel: the x axes' label.
+
+    Returns the Figure, with its two Axes.
+
+    >>> fig = score_growth([1, 2, 4], {"plain": ([2, 8, 32], [0.4, 0.8, 1.0]),
+    ...                                "QK-norm": ([2, 2, 2], [0.4, 0.4, 0.4])}, n_keys=8)
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['plain', 'QK-norm']
+    >>> [line.get_label() for line in fig.axes[1].lines]
+    ['plain', 'QK-norm', 'one-hot', 'uniform: 1/8']
+    """
+    x, curves = _growth_series(scales, series, n_keys, bound)  # (n_scales,), {name: (scores, weights)}
+    with plt.rc_context(STYLE):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6), layout="constrained")
+        for name, (scores, weights) in curves.items():
+            left.plot(x, scores, marker="o", linewidth=1.6, label=_label(name))
+            right.plot(x, weights, marker="o", linewidth=1.6, label=_label(name))
+        if bound is not None:
+            left.axhline(bound, color="#9e9e9e", linestyle="--", linewidth=1.0, label=_label(bound_label))
+        right.axhline(1.0, color="#616161", linestyle="--", linewidth=1.0, label=tr("one-hot"))
+        if n_keys is not None:
+            right.axhline(
+                1 / n_keys, color="#9e9e9e", linestyle=":", linewidth=1.2, label=tr("uniform: 1/{n}").format(n=n_keys)
+            )
+        left.set_xscale("log", base=2)
+        left.set_yscale("log")
+        right.set_xscale("log", base=2)
+        right.set_ylim(0, 1.08)
+        for ax in (left, right):
+            ax.set_xticks(x, [f"{v:g}" for v in x])
+            ax.minorticks_off()
+            ax.set_xlabel(_label(xlabel))
+            ax.legend(frameon=False, fontsize=8.5)
+        left.set_ylabel(tr("largest |score|"))
+        left.set_title(tr("the scores"))
+        right.set_ylabel(tr("largest weight of a row (mean)"))
+        right.set_title(tr("the softmax"))
+        _font(fig)
+        return fig
+
+
+def _growth_series(scales, series, n_keys, bound) -> tuple[np.ndarray, dict]:
+    """``score_growth``'s arguments checked: the scales as an array, each series as two arrays."""
+    try:
+        x = np.asarray(scales, dtype=float)
+    except (TypeError, ValueError):
+        raise fail("scales", "a sequence of positive numbers", describe(scales)) from None
+    if x.ndim != 1 or x.size < 2 or not (x > 0).all() or not np.isfinite(x).all():
+        raise fail("scales", "at least two positive finite numbers in a 1-D sequence", f"{x.tolist()}")
+    if not isinstance(series, dict) or not series:
+        raise fail("series", "a non-empty dict {name: (largest_scores, largest_weights)}", describe(series))
+    curves = {}
+    for name, pair in series.items():
+        try:
+            scores, weights = (
+                np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=float) for v in pair
+            )
+        except (TypeError, ValueError):
+            raise fail(f"series[{name!r}]", "a pair (largest_scores, largest_weights)", describe(pair)) from None
+        if scores.shape != x.shape or not (scores > 0).all() or not np.isfinite(scores).all():
+            raise fail(
+                f"series[{name!r}]", f"{x.size} positive finite largest |score|s, one per s", f"{scores.tolist()}"
+            )
+        if weights.shape != x.shape or not ((weights > 0) & (weights <= 1)).all():
+            raise fail(f"series[{name!r}]", f"{x.size} largest weights in (0, 1], one per s", f"{weights.tolist()}")
+        curves[name] = (scores, weights)
+    if n_keys is not None:
+        ensure_number("n_keys", n_keys, "None or a positive int", lambda n: isinstance(n, int) and n > 0)
+    if bound is not None:
+        ensure_number("bound", bound, "None or a positive number", lambda v: 0 < v < math.inf)
+    return x, curves

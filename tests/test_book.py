@@ -85,7 +85,7 @@ def test_chinese_edition_has_one_title(book_build):
     assert heading == "一步一步理解自注意力"
     assert tab == f"{heading} — {heading}", tab  # the page's heading, then the site's title
     captions = re.findall(r'role="heading"><span class="caption-text">([^<]+)<', html)  # the parts
-    assert captions == ["开始之前", "章节", "参考资料"], captions
+    assert captions == ["开始之前", "章节", "当今模型中的注意力", "参考资料"], captions
 
 
 def test_chinese_exercise_titles_use_fullwidth_parentheses(book_build):
@@ -135,3 +135,16 @@ def test_chinese_search_index_has_the_course_terms(book_build):
     language_data = (ZH / "_static" / "language_data.js").read_text("utf-8")
     assert "function splitQuery" in language_data and "自注意力" in language_data
     assert "function splitQuery" not in (HTML / "_static" / "language_data.js").read_text("utf-8")
+
+
+def test_chapter_numbers_continue_across_parts(book_build):
+    """Part III starts at chapter 14: the chapters are numbered 1, 2, ... in the navigation of
+    both editions, across the parts (Jupyter Book's multi-toctree numbering), not from 1 again."""
+    assert book_build.returncode == 0
+    for root in (HTML, ZH):
+        nav = (root / "book" / "intro.html").read_text("utf-8")
+        numbers = {
+            chapter: re.search(rf'href="[./]*notebooks/{chapter}\.html">\s*(\d+)\.', nav) for chapter in CHAPTERS
+        }
+        got = {c: int(m.group(1)) if m else None for c, m in numbers.items()}
+        assert got == {c: int(c[:2]) for c in CHAPTERS}, got

@@ -486,6 +486,7 @@ PLOT_FUNCTIONS = {
     "overview",
     "loss_curve",
     "scaling",
+    "score_growth",
 }
 NOT_TEXT = {"ops", "fmt", "highlight", "ax", "annotate"}
 KEPT_WORDS = {

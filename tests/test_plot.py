@@ -70,3 +70,38 @@ def test_no_negative_zero_in_cells():
 def test_decoding_steps_says_what_it_expected(args, kwargs, match):
     with pytest.raises(AttnlibError, match=match):
         plot.decoding_steps(*args, **kwargs)
+
+
+def test_score_growth_draws_both_panels_and_says_what_it_expected():
+    fig = plot.score_growth(
+        [1, 2, 4, 8],
+        {"without QK-norm": ([1.5, 6.0, 24.0, 96.0], [0.3, 0.6, 0.9, 1.0]), "QK-norm": ([1.5] * 4, [0.3] * 4)},
+        n_keys=16,
+        bound=4.0,
+        bound_label="√d_head",
+    )
+    left, right = fig.axes
+    assert [line.get_label() for line in left.lines] == ["without QK-norm", "QK-norm", "√d_head"]
+    assert [line.get_label() for line in right.lines] == ["without QK-norm", "QK-norm", "one-hot", "uniform: 1/16"]
+    assert left.get_xscale() == left.get_yscale() == "log" and right.get_yscale() == "linear"
+    assert list(left.lines[0].get_ydata()) == [1.5, 6.0, 24.0, 96.0]
+    assert right.lines[3].get_ydata()[0] == 1 / 16 and right.get_ylim()[1] > 1  # one-hot is visible
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        (([1], {"a": ([1.0], [0.5])}), {}, "scales: expected at least two positive"),
+        (([1, 0], {"a": ([1.0, 1.0], [0.5, 0.5])}), {}, "scales: expected at least two positive"),
+        (([1, 2], {}), {}, "series: expected a non-empty dict"),
+        (([1, 2], {"a": ([1.0], [0.5, 0.5])}), {}, "one per s"),
+        (([1, 2], {"a": ([1.0, -1.0], [0.5, 0.5])}), {}, "positive finite largest"),
+        (([1, 2], {"a": ([1.0, 1.0], [0.5, 1.5])}), {}, r"largest weights in \(0, 1\]"),
+        (([1, 2], {"a": ([1.0, 1.0], [0.5, 0.5])}), {"n_keys": 0}, "n_keys: expected None or a positive int"),
+        (([1, 2], {"a": ([1.0, 1.0], [0.5, 0.5])}), {"bound": -1.0}, "bound: expected None or a positive number"),
+    ],
+)
+def test_score_growth_rejects_bad_input(args, kwargs, match):
+    with pytest.raises(AttnlibError, match=match):
+        plot.score_growth(*args, **kwargs)

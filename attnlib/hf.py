@@ -139,26 +139,21 @@ def _gpt2_state(hf: dict, config: GPTConfig) -> dict:
 def _llama_state(hf: dict, config: GPTConfig) -> dict:
     """Llama/Qwen3/Mistral names; the q and k rows (and QK-norm gains) from rotate-half to interleaved pairs."""
     n_kv = config.n_kv_heads or config.n_heads
+    parts = ("weight", "bias") if config.bias else ("weight",)
+    names = {  # attnlib's name in a block -> transformers' name in a layer
+        "ln1.weight": "input_layernorm.weight", "ln2.weight": "post_attention_layernorm.weight",
+        **{f"attn.w_{x}.{p}": f"self_attn.{x}_proj.{p}" for x in "qkvo" for p in parts},
+        **{f"mlp.{x}.{p}": f"mlp.{x}_proj.{p}" for x in ("gate", "up", "down") for p in parts},
+    }  # fmt: skip
     state = {"tok_emb.weight": hf["model.embed_tokens.weight"], "ln_f.weight": hf["model.norm.weight"]}
     state["lm_head.weight"] = hf["lm_head.weight"] if "lm_head.weight" in hf else hf["model.embed_tokens.weight"]
     for i in range(config.n_layers):
         h, b = f"model.layers.{i}.", f"blocks.{i}."
-        names = {
-            "ln1.weight": "input_layernorm.weight", "ln2.weight": "post_attention_layernorm.weight",
-            "mlp.gate.weight": "mlp.gate_proj.weight", "mlp.up.weight": "mlp.up_proj.weight",
-            "mlp.down.weight": "mlp.down_proj.weight",
-        }  # fmt: skip
-        for part in ("weight", "bias") if config.bias else ("weight",):
-            names |= {f"attn.w_{x}.{part}": f"self_attn.{x}_proj.{part}" for x in "qkvo"}
-            if config.bias:
-                names |= {f"mlp.{x}.bias": f"mlp.{x}_proj.bias" for x in ("gate", "up", "down")}
         for ours, theirs in names.items():
             state[b + ours] = hf[h + theirs]
         for x, heads in (("q", config.n_heads), ("k", n_kv)):  # RoPE pairs: rotate half -> interleaved
-            for part in ("weight", "bias") if config.bias else ("weight",):
-                state[b + f"attn.w_{x}.{part}"] = rotate_half_to_interleaved(
-                    hf[h + f"self_attn.{x}_proj.{part}"], heads
-                )
+            for p in parts:
+                state[b + f"attn.w_{x}.{p}"] = rotate_half_to_interleaved(hf[h + f"self_attn.{x}_proj.{p}"], heads)
             if config.qk_norm:
                 state[b + f"attn.{x}_norm.weight"] = rotate_half_to_interleaved(hf[h + f"self_attn.{x}_norm.weight"], 1)
     return state

@@ -255,6 +255,8 @@ class GPT(nn.Module):
     logits at position ``t`` depend on ``ids[:, :t+1]`` only. With ``tie_embeddings``
     ``lm_head.weight is tok_emb.weight``. Weights start as in GPT-2: normal with std 0.02,
     ``0.02 / sqrt(2 n_layers)`` for the projections that write into the residual stream.
+    With ``positions="rope"`` (or ``"none"``) there is no ``pos_emb``: ``x = tok_emb[ids]``, and
+    every attention layer rotates its queries and keys by position (chapter 14).
 
     Args:
         config: a :class:`GPTConfig`.

@@ -234,14 +234,27 @@ class MultiHeadAttention(nn.Module):
     query head ``h`` attends with key/value head ``h // (n_heads // n_kv_heads)``
     (:func:`repeat_kv`).
 
+    Chapter 14 (Llama, Qwen3): with ``rope=True`` each head's query and key are rotated by
+    their positions after the projections, before the scores,
+    ``Q_h = RoPE(x W_Q,h)``, ``K_h = RoPE(x W_K,h)`` (:func:`~attnlib.positions.apply_rope`,
+    interleaved pairs), and the values are not; with ``qk_norm=True`` an RMSNorm over
+    ``d_head`` (gains ``q_norm.weight``, ``k_norm.weight``) comes first:
+    ``Q_h = RoPE(RMSNorm(x W_Q,h))``. With ``d_head`` set, ``W_Q`` is
+    ``(d_model, n_heads d_head)`` and ``W_O`` ``(n_heads d_head, d_model)``.
+
     Args:
-        d_model: model width, a multiple of ``n_heads``.
-        n_heads: number of (query) heads; each has ``d_head = d_model // n_heads`` dimensions.
+        d_model: model width, a multiple of ``n_heads`` unless ``d_head`` is given.
+        n_heads: number of (query) heads; each has ``d_head`` dimensions.
         n_kv_heads: number of key/value heads, a divisor of ``n_heads``; ``None`` (default)
             means ``n_heads``, plain multi-head attention.
         bias: whether the four projections have biases (parameters: ``4 d^2 + 4 d``, or ``4 d^2``,
             when ``n_kv_heads == n_heads``; see :func:`attnlib.params.attention_params`).
         dropout: probability of zeroing an attention weight, in training mode only.
+        d_head: width of each head; ``None`` (default) means ``d_model // n_heads``.
+        rope: rotate queries and keys by position (RoPE) inside the layer; self-attention only.
+        rope_base: RoPE's frequency base (10000; Llama 3: 500000, Qwen3: 1000000).
+        qk_norm: an RMSNorm over ``d_head`` on each head's queries and keys, before RoPE.
+        norm_eps: that RMSNorm's ``eps`` (Qwen3: ``1e-6``).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -255,6 +268,9 @@ class MultiHeadAttention(nn.Module):
         >>> gqa = MultiHeadAttention(d_model=8, n_heads=4, n_kv_heads=2)   # heads 0, 1 share k, v head 0
         >>> tuple(gqa.w_q.weight.shape), tuple(gqa.w_k.weight.shape)     # nn.Linear: (out, in)
         ((8, 8), (4, 8))
+        >>> qwen = MultiHeadAttention(8, n_heads=2, d_head=8, rope=True, qk_norm=True)   # n_heads d_head = 16
+        >>> tuple(qwen.w_q.weight.shape), tuple(qwen.q_norm.weight.shape), qwen(x, is_causal=True)[0].shape
+        ((16, 8), (8,), torch.Size([3, 5, 8]))
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """attnlib's wheel, built from a copy of what it is built from and installed into a fresh virtual
 environment with the course's pinned versions (tests/test_packaging.py). Installing takes a minute,
-so tests/conftest.py prepares it in a background thread once the book build is done."""
+so it is prepared as a background job (tests/_background.py) once the book is built and the homework graded."""
 
 from __future__ import annotations
 

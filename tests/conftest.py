@@ -1,18 +1,16 @@
-"""Shared fixtures: the repository root, one book build per test session and attnlib's wheel
-installed in a fresh environment, both prepared beside the other tests."""
+"""Shared fixtures: the repository root and one book build per test session, started when the
+tests are collected and run beside them; the background jobs of tests/_background.py start then too."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
+import _background
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,15 +38,27 @@ def _uses(items, fixture: str) -> list:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
+    """Tests that need the book run after the rest, and tests that need a background job
+    (tests/_background.py) after those; the book build and the jobs start now."""
     if config.option.collectonly:
         return
     book = _uses(items, "book_build")
+    jobs = [name for name in _background.JOBS if _uses(items, name)]
+    waiting = book + [item for name in jobs for item in _uses(items, name) if item not in book]
+    chosen = set(map(id, waiting))
+    items[:] = [item for item in items if id(item) not in chosen] + list(dict.fromkeys(waiting))
     if book:
-        chosen = set(map(id, book))
-        items[:] = [item for item in items if id(item) not in chosen] + book
         _start_book_build()
-    if _uses(items, "installed_wheel"):
-        _start_wheel_install()
+    for name in jobs:
+        _background.JOBS[name].start(_wait_for_book)
+
+
+def _wait_for_book() -> None:
+    if "proc" in _BOOK:
+        _BOOK["proc"].wait()
+
+
+_background._WAIT_FOR_BOOK[0] = _wait_for_book
 
 
 def _start_book_build() -> None:
@@ -67,7 +77,6 @@ def _start_book_build() -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _WHEEL["cancel"] = True  # a session stopped early needs no wheel any more
     proc = _BOOK.get("proc")
     if proc is not None and proc.poll() is None:  # stopped early (-x, Ctrl-C): do not leave it running
         for sig in (signal.SIGTERM, signal.SIGKILL):  # jupyter-book can outlive a SIGTERM
@@ -77,50 +86,7 @@ def pytest_sessionfinish(session, exitstatus):
                 break
             time.sleep(5)
         proc.wait(timeout=60)
-    if "work" in _WHEEL:
-        _WHEEL["thread"].join(timeout=600)
-        shutil.rmtree(_WHEEL["work"], ignore_errors=True)
-
-
-# ------------------------------------------------------------------ the wheel, installed beside the tests
-#
-# tests/test_packaging.py installs attnlib's wheel into a fresh environment (a minute of pip). A
-# thread prepares it when that test is selected: after the book build, when there is one, so that
-# it takes the core the build leaves free.
-
-_WHEEL: dict = {}
-
-
-def _start_wheel_install() -> None:
-    if "thread" in _WHEEL:
-        return
-    import _wheel
-
-    _WHEEL["work"] = Path(tempfile.mkdtemp(prefix="attnlib-wheel-"))
-
-    def install():
-        try:
-            if "proc" in _BOOK:
-                _BOOK["proc"].wait()
-            if not _WHEEL.get("cancel"):
-                _WHEEL["installed"] = _wheel.build_and_install(_WHEEL["work"])
-        except BaseException as e:  # reported by the fixture, in the test that needs it
-            _WHEEL["error"] = e
-
-    _WHEEL["thread"] = threading.Thread(target=install, daemon=True)
-    _WHEEL["thread"].start()
-
-
-@pytest.fixture(scope="session")
-def installed_wheel():
-    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py)."""
-    _start_wheel_install()
-    _WHEEL["thread"].join(timeout=1800)
-    if "error" in _WHEEL:
-        error = _WHEEL["error"]
-        detail = getattr(error, "stderr", None) or ""
-        raise AssertionError(f"building or installing the wheel failed: {error!r}\n{detail}") from error
-    return _WHEEL["installed"]
+    _background.finish()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
 """python -m coursetools.homework: release student notebooks, grade submissions honestly.
 
 The tests marked slow start Jupyter kernels. The full set of chapters is executed once here, as
-student versions (graded_released); the sources are graded on SOURCE_SAMPLE."""
+student versions (graded_released); the sources are graded on SOURCE_SAMPLE. Those two and the
+endless loops are background jobs (tests/_background.py): they run while the browser tests run,
+and the tests that read their results come last."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import _background
 import nbformat
 import pytest
 
@@ -68,20 +71,24 @@ def released(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def graded_released(released):
-    """Every student version graded as a submission: its results, and the notebook as it ran.
+@_background.job(after_book=True)
+def graded_released():
+    """Every student version, released by the tool and graded as a submission: name -> (results,
+    the notebook as it ran).
 
     The one execution of the full set of chapters in this file: a student version must run to its
-    first check in a fresh kernel, and score 0."""
-
-    def grade(path):
+    first check in a fresh kernel, and score 0. One kernel at a time, in the background once the
+    book is built (tests/_background.py), beside the browser tests."""
+    out = _background.temporary_dir("student-")
+    homework.release(CHAPTERS, out)
+    graded = {}
+    for path in CHAPTERS:
+        if _background.CANCELLED.is_set():
+            break
         executed: list = []
-        results = homework.grade_one(released / path.name, timeout=120, executed=executed)
-        return path.name, (results, executed[0])
-
-    with ThreadPoolExecutor(2) as pool:  # two kernels at a time, as `grade --jobs 2` does
-        return dict(pool.map(grade, CHAPTERS))
+        results = homework.grade_one(out / path.name, timeout=120, executed=executed)
+        graded[path.name] = (results, executed[0])
+    return graded
 
 
 # ------------------------------------------------------------------ convention
@@ -220,16 +227,22 @@ def test_the_source_sample_covers_every_kind_of_case_and_answer():
     assert sample == every, f"not covered by SOURCE_SAMPLE: {every - sample}"
 
 
-@pytest.mark.slow
-def test_grading_the_sources_gives_full_marks(tmp_path, capsys):
+@_background.job(after_book=True, after=("graded_released",))
+def graded_sources():
+    """SOURCE_SAMPLE graded by the command line, in a process of its own, in the background after
+    the student versions: (the sources, their digests before, the finished process, the JSON report)."""
     sources = [ROOT / "notebooks" / name for name in SOURCE_SAMPLE]
-    report = tmp_path / "report.json"
+    report = _background.temporary_dir("grade-") / "report.json"
     before = {p: _digest(p) for p in sources}
-    code, out, err = _main(
-        capsys, "grade", *map(str, sources), "--timeout", "120", "--json", str(report), "--jobs", "2"
-    )
-    assert code == 0, err
-    data = json.loads(report.read_text())
+    proc = _cli("grade", *map(str, sources), "--timeout", "120", "--json", str(report), "--jobs", "1")
+    return sources, before, proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+@pytest.mark.slow
+def test_grading_the_sources_gives_full_marks(graded_sources):
+    sources, before, proc, data = graded_sources
+    out = proc.stdout
+    assert proc.returncode == 0 and data is not None, proc.stderr
     assert [sub["submission"] for sub in data["submissions"]] == list(map(str, sources))  # in the order given
     assert re.findall(r"^(\S+\.ipynb)$", out, re.M) == list(map(str, sources))
     for sub in data["submissions"]:
@@ -285,28 +298,30 @@ def test_correct_submission_without_check_cells(tmp_path):
 # Long enough for a loaded machine to run the honest cells; each endless loop costs this much.
 LOOP_TIMEOUT = 10
 
-
+# The endless loops sleep, so that the seconds they wait for cost no core: the grader interrupts a
+# kernel the same way (SIGINT, a KeyboardInterrupt in the loop) whether the loop sleeps or spins.
 STUBBORN = """
 def one_hot_rows(ids, vocab_size):
     while True:
         try:
             while True:
-                pass
+                time.sleep(0.01)
         except BaseException:
             pass
 """
 
 
-@pytest.fixture(scope="module")
-def loops(tmp_path_factory):
-    """Two submissions with endless loops, graded at the same time (each costs seconds of waiting):
-    one_hot_rows loops and can be interrupted, then a cell loops at the top level; or one_hot_rows
-    swallows every interrupt, and its check cell gets the kernel stuck."""
-    tmp = tmp_path_factory.mktemp("loops")
-    loop = "def one_hot_rows(ids, vocab_size):\n    while True:\n        pass"
+@_background.job(after_book=True)
+def loops():
+    """Two submissions with endless loops, graded at the same time, in the background once the book
+    is built (each costs seconds of waiting): one_hot_rows loops and can be interrupted, then a cell
+    loops at the top level; or one_hot_rows swallows every interrupt, and its check cell gets the
+    kernel stuck."""
+    tmp = _background.temporary_dir("loops-")
+    loop = "import time\n\ndef one_hot_rows(ids, vocab_size):\n    while True:\n        time.sleep(0.01)"
     # a loop at the top level is interrupted and the kernel goes on; the graded call of one_hot_rows too
-    endless = _submission(tmp / "endless", loop, GOOD_MEAN, "while True:\n    pass")
-    stubborn = _submission(tmp / "stubborn", STUBBORN, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN)
+    endless = _submission(tmp / "endless", loop, GOOD_MEAN, "while True:\n    time.sleep(0.01)")
+    stubborn = _submission(tmp / "stubborn", "import time\n" + STUBBORN, "check.one_hot_rows(one_hot_rows)", GOOD_MEAN)
     with ThreadPoolExecutor(2) as pool:
         return dict(
             zip(("endless", "stubborn"), pool.map(lambda p: _grade(p, timeout=LOOP_TIMEOUT), (endless, stubborn)))

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _background
+import _wheel
 import pytest
 import yaml
 
@@ -39,6 +41,13 @@ try:                                                                # a wrong an
 except AssertionError as e:
     print(e)
 """
+
+
+@_background.job(after_book=True, after=("graded_released", "graded_sources"))
+def installed_wheel():
+    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py): a minute of
+    pip, in the background once the book is built and the homework graded (each keeps a core busy)."""
+    return _wheel.build_and_install(_background.temporary_dir("attnlib-wheel-"))
 
 
 @pytest.mark.slow

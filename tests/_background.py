@@ -1,0 +1,107 @@
+"""Work that some tests wait for, done in a thread of the test process while other tests run.
+
+On the course's 2-core machine most of `make test` is waiting for other programs: Jupyter kernels
+(nbval, the homework grader), the book build, Chromium, pip. Each of them uses about one core. The
+book build starts when the tests are collected (tests/conftest.py) and runs beside the tests in
+order; a job here is the same idea for work that a few tests need and the rest do not: grading the
+student versions of every chapter, grading the sources, the endless-loop submissions, installing
+the wheel.
+
+A test module declares a job with ``@job(...)`` in place of ``@pytest.fixture``: the decorated
+function is the work, and the fixture of the same name returns its result (or raises its error).
+When a selected test uses the fixture, tests/conftest.py starts the job as soon as the tests are
+collected and moves the tests that use it to the end of the run, so that by the time they run
+the work is done. A job can wait for the book build (``after_book``: it then runs on the core the
+build leaves free, beside the browser tests) and for other jobs (``after``), so that two jobs that
+each keep a core busy do not run at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+JOBS: dict[str, Job] = {}
+CANCELLED = threading.Event()  # set when the session ends: jobs not yet started never start
+_TEMPORARY: list[Path] = []
+
+
+def temporary_dir(prefix: str) -> Path:
+    """A new directory for a job's files, removed when the test session ends (tests/conftest.py)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    _TEMPORARY.append(path)
+    return path
+
+
+def finish(timeout: float = 600) -> None:
+    """At the end of the session: start no more jobs, wait for the running ones, remove their files."""
+    CANCELLED.set()
+    for job in JOBS.values():
+        if job.thread is not None:
+            job.thread.join(timeout=timeout)
+    for path in _TEMPORARY:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Job:
+    def __init__(self, name: str, work: Callable, after: tuple[str, ...], after_book: bool):
+        self.name, self.work, self.after, self.after_book = name, work, after, after_book
+        self.thread: threading.Thread | None = None
+        self.outcome: dict = {}
+
+    def start(self, wait_for_book: Callable[[], None]) -> None:
+        if self.thread is not None:
+            return
+
+        def run():
+            try:
+                if self.after_book:
+                    wait_for_book()
+                for name in self.after:  # the jobs of this session among them
+                    if name in JOBS and JOBS[name].thread is not None:
+                        JOBS[name].thread.join()
+                if CANCELLED.is_set():
+                    raise RuntimeError("the test session ended before this job started")
+                self.outcome["result"] = self.work()
+            except BaseException as e:  # reported by the fixture, in the tests that need the result
+                self.outcome["error"] = e
+
+        self.thread = threading.Thread(target=run, name=f"job {self.name}", daemon=True)
+        self.thread.start()
+
+    def result(self, timeout: float = 1800):
+        self.thread.join(timeout=timeout)
+        if self.thread.is_alive():
+            raise AssertionError(f"the background job {self.name} did not finish within {timeout:g} s")
+        if "error" in self.outcome:
+            error = self.outcome["error"]
+            if isinstance(error, AssertionError):
+                raise error
+            detail = getattr(error, "stderr", None) or ""
+            raise AssertionError(f"the background job {self.name} failed: {error!r}\n{detail}") from error
+        return self.outcome["result"]
+
+
+def job(*, after: tuple[str, ...] = (), after_book: bool = False):
+    """Declare ``work`` as a background job and a session fixture of the same name that returns its result."""
+
+    def declare(work: Callable):
+        JOBS[work.__name__] = Job(work.__name__, work, tuple(after), after_book)
+
+        def result_fixture():
+            JOBS[work.__name__].start(_WAIT_FOR_BOOK[0])  # asked for outside the collection hook's reach
+            return JOBS[work.__name__].result()
+
+        result_fixture.__doc__ = work.__doc__
+        return pytest.fixture(scope="session", name=work.__name__)(result_fixture)
+
+    return declare
+
+
+# tests/conftest.py sets this to a function that waits for the book build (a no-op without one)
+_WAIT_FOR_BOOK: list[Callable[[], None]] = [lambda: None]

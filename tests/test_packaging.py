@@ -43,10 +43,10 @@ except AssertionError as e:
 """
 
 
-@_background.job(after_book=True, after=("graded_released", "graded_sources"))
+@_background.job(after_book=True)
 def installed_wheel():
     """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py): a minute of
-    pip, in the background once the book is built and the homework graded (each keeps a core busy)."""
+    pip, in the background once the book is built."""
     return _wheel.build_and_install(_background.temporary_dir("attnlib-wheel-"))
 
 

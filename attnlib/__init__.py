@@ -32,7 +32,8 @@ Chapter                         Module          Functions
 11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``,
                                                 ``peak_memory`` (measured, CPU or CUDA)
 12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
-                                ``multihead``,  ``KVCache``, ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
+                                ``kv_cache``,   ``KVCache``;
+                                ``multihead``,  ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
                                 ``masks``,      ``causal_mask(..., align="bottom_right")``;
                                 ``params``,     ``kv_cache_bytes``;
                                 ``linear``      ``Linear`` (``nn.Linear``, one token's product on every core)
@@ -44,6 +45,15 @@ Chapter                         Module          Functions
                                 ``positions``,  ``apply_rope(x, positions (..., T))``;
                                 ``hf``          ``from_hf`` (a ``transformers`` model's weights),
                                                 ``rotate_half_to_interleaved``
+15 Windows, sinks and masks     ``masks``,      ``sliding_window_mask``;
+   as functions                 ``kv_cache``,   ``KVCache(window=..., sinks=...)`` (rolling, StreamingLLM);
+                                ``multihead``,  ``MultiHeadAttention(sliding_window=..., learned_sinks=True)``;
+                                ``model``,      ``GPTConfig(sliding_window=..., layer_types=..., learned_sinks=...)``;
+                                ``flex``        ``causal_mod``, ``sliding_window_mod``, ``prefix_lm_mod``,
+                                                ``document_mod``, ``alibi_mod``, ``softcap_mod`` (for
+                                                ``flex_attention``), ``mask_from_mod``; the same as
+                                                tables: ``prefix_lm_mask``, ``document_mask``,
+                                                ``alibi_slopes``, ``alibi_bias``
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
                                                 ``loss_curve``, ``scaling``; ``localize`` (a figure's
@@ -98,6 +108,15 @@ The API, with shapes::
     count_params(module) -> int                                     # each distinct parameter once
     attention_params(d_model, bias=True, n_heads=None, n_kv_heads=None)  # 2 d^2 + 2 d d_kv (+ biases)
     kv_cache_bytes(config, T=None, B=1, dtype=float32) -> int   # 2 n_layers B n_kv_heads T d_head bytes
+    sliding_window_mask(T_q, T_k=None, *, window, align="top_left") -> bool (T_q, T_k)  # i - window < j <= i
+    KVCache(window=w, sinks=s)   # rolling: keeps the first s and the last w tokens; .positions, .seen
+    MultiHeadAttention(..., sliding_window=None, learned_sinks=False)   # .sinks: (n_heads,) logits
+    GPTConfig(..., sliding_window=None, layer_types=None ("full"|"sliding" per layer), learned_sinks=False)
+    GPT.generate(ids, max_new_tokens, cache_window=None, cache_sinks=0)   # StreamingLLM past context_length
+    causal_mod(b, h, q_idx, kv_idx) -> bool; sliding_window_mod(w), prefix_lm_mod(p), document_mod(ids (B, T))
+    alibi_mod(slopes (n_heads,)), softcap_mod(cap): score_mod(score, b, h, q_idx, kv_idx) -> score
+    mask_from_mod(mask_mod, T_q, T_k=None, B=1, n_heads=1) -> bool (T_q, T_k) or (B, n_heads, T_q, T_k)
+    prefix_lm_mask(T, p) -> (T, T); document_mask(ids (B, T)) -> (B, 1, T, T); alibi_bias(n_heads, T_q) -> float
     sinusoidal_positions(T, d_model) -> (T, d_model)   # PE[p, 2i] = sin(p / 10000^(2i/d_model)), 2i+1: cos
     apply_rope(x (..., T, d_head), positions (T,) = None, base=10000.0) -> x's shape
                                   # pair (2i, 2i+1) at position m rotated by m base^(-2i/d_head)
@@ -131,9 +150,23 @@ from ._validate import AttnlibError
 from .attention import attention, attention_weights
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from .embedding import embed, one_hot
+from .flex import (
+    alibi_bias,
+    alibi_mod,
+    alibi_slopes,
+    causal_mod,
+    document_mask,
+    document_mod,
+    mask_from_mod,
+    prefix_lm_mask,
+    prefix_lm_mod,
+    sliding_window_mod,
+    softcap_mod,
+)
 from .hf import from_hf
+from .kv_cache import KVCache
 from .linear import Linear
-from .masks import causal_mask, float_mask, padding_mask
+from .masks import causal_mask, float_mask, padding_mask, sliding_window_mask
 from .model import (
     GPT,
     GPT2_LARGE,
@@ -147,7 +180,7 @@ from .model import (
     SwiGLU,
     TransformerBlock,
 )
-from .multihead import KVCache, MultiHeadAttention, merge_heads, repeat_kv, split_heads
+from .multihead import MultiHeadAttention, merge_heads, repeat_kv, split_heads
 from .params import (
     attention_params,
     count_params,
@@ -184,6 +217,18 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "float_mask",
+    "sliding_window_mask",
+    "prefix_lm_mask",
+    "document_mask",
+    "alibi_slopes",
+    "alibi_bias",
+    "causal_mod",
+    "sliding_window_mod",
+    "prefix_lm_mod",
+    "document_mod",
+    "alibi_mod",
+    "softcap_mod",
+    "mask_from_mod",
     "softmax",
     "attention",
     "attention_weights",

@@ -152,7 +152,8 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
 
     ``ids``: integer ``(B, T)``, ``1 <= T <= context_length - T_cached``, ids in the
     vocabulary (not read on the meta device), on the model's device. ``kv_cache``: None,
-    or one :class:`~attnlib.multihead.KVCache` per block, as :func:`check_gpt_caches` wants.
+    or one :class:`~attnlib.kv_cache.KVCache` per block, as :func:`check_gpt_caches` wants
+    (``T_cached``: the tokens they have seen; rolling caches hold fewer).
     """
     cfg, device = model.config, model.tok_emb.weight.device
     ensure_tensor("ids", ids)
@@ -161,6 +162,8 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
     )
     ensure_int_tensor("ids", ids, "a 2-D integer tensor of token ids (B, T)", dim=2)
     T = ids.shape[1]
+    if kv_cache is not None and cfg.positions != "learned" and all(c.window is not None for c in kv_cache):
+        T_cached = 0  # rolling caches without a position table: only this call's T is bounded
     if not 1 <= T <= cfg.context_length - T_cached:
         limit = (
             "(context_length)"
@@ -172,7 +175,7 @@ def check_gpt_ids(model, ids, kv_cache=None) -> int:
         ensure_ids_in_vocab(ids, cfg.vocab_size)
     if ids.device != device:
         raise fail("ids", f"a tensor on {device} (the model's device)", f"{describe(ids)} on {ids.device}")
-    return T_cached
+    return T_cached if kv_cache is None else kv_cache[0].seen
 
 
 # 7. Layers, KV caches and models -----------------------------------------------------------------
@@ -196,8 +199,8 @@ def check_activations(name: str, x, d_model: int, weight: torch.Tensor, lead: to
 
 @functools.cache
 def _kv_cache_class() -> type:
-    """:class:`attnlib.multihead.KVCache`, imported on first use (multihead imports this module)."""
-    from .multihead import KVCache
+    """:class:`attnlib.kv_cache.KVCache`, imported on first use (kv_cache imports this module)."""
+    from .kv_cache import KVCache
 
     return KVCache
 
@@ -221,6 +224,13 @@ def check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_nor
     return d_head
 
 
+def check_window_options(sliding_window, learned_sinks) -> None:
+    """Chapter 15's options of ``MultiHeadAttention``: a window of at least 1 key, or None; a bool."""
+    if sliding_window is not None:
+        ensure_int("sliding_window", sliding_window, why="how many keys a query sees, itself included")
+    ensure_bool("learned_sinks", learned_sinks)
+
+
 def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_cache, positions=None) -> None:
     """The arguments of ``MultiHeadAttention.forward`` (see its docstring), in order."""
     check_activations("x", x, layer.d_model, layer.w_q.weight)
@@ -238,6 +248,23 @@ def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_c
             raise fail("context", "None with rope=True (RoPE rotates by positions in one sequence)", describe(context))
         check_activations("context", context, layer.d_model, layer.w_q.weight, lead=x.shape[:-2])
     ensure_bool("need_weights", need_weights)
+    if layer.sliding_window is not None and is_causal is not True:
+        raise fail(
+            "is_causal",
+            f"True with sliding_window={layer.sliding_window} (the window cuts the causal mask)",
+            describe(is_causal),
+        )
+    rolling = kv_cache is not None and kv_cache.window is not None
+    if rolling and layer.sliding_window is not None and kv_cache.window < layer.sliding_window:
+        raise fail(
+            "kv_cache", f"a window of at least the layer's sliding_window={layer.sliding_window}", repr(kv_cache)
+        )
+    if positions is not None and rolling and layer.sliding_window is None:
+        raise fail(
+            "positions",
+            "None with a rolling KVCache on a full-attention layer (StreamingLLM counts positions within the cache)",
+            describe(positions),
+        )
     lead, T = x.shape[:-2], x.shape[-2]
     T_k = (0 if kv_cache is None else len(kv_cache)) + (x if context is None else context).shape[-2]
     check_mask(attn_mask, is_causal, (*lead, layer.n_heads, T, T_k), x.device)
@@ -247,6 +274,18 @@ def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_c
                 "positions", "None unless the layer has rope=True (positions rotate q and k)", describe(positions)
             )
         check_rope(x[..., :2], positions, layer.rope_base)  # (..., T) positions for x's T tokens
+
+
+def check_kv_options(max_tokens, window, sinks) -> tuple[int | None, int | None, int]:
+    """``KVCache``'s arguments: ``max_tokens`` or a ``window`` (not both), ``sinks >= 0`` with a window."""
+    max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
+    window = None if window is None else ensure_int("window", window)
+    sinks = ensure_int("sinks", sinks, min=0)
+    if max_tokens is not None and window is not None:
+        raise fail("window", "None with max_tokens (a rolling cache holds at most sinks + window tokens)", f"{window}")
+    if sinks and window is None:
+        raise fail("sinks", "0 without a window (sinks are kept when a window evicts the rest)", f"{sinks}")
+    return max_tokens, window, sinks
 
 
 def check_kv_new(k_new, v_new) -> None:
@@ -300,12 +339,12 @@ def check_gpt_caches(kv_cache, n: int, batch: int) -> int:
             if not isinstance(kv_cache, (list, tuple))
             else f"a {type(kv_cache).__name__} of {[type(c).__name__ for c in kv_cache]}",
         )
-    lengths = {len(c) for c in kv_cache}
+    lengths = {c.seen for c in kv_cache}  # tokens that went through each cache (rolling ones hold fewer)
     if len(lengths) != 1:
         raise fail(
             "kv_cache",
             "caches that hold the same number of tokens in every block",
-            f"lengths {[len(c) for c in kv_cache]}",
+            f"lengths {[c.seen for c in kv_cache]}",
         )
     if kv_cache[0].k is not None and kv_cache[0].k.shape[0] != batch:
         raise fail("ids", f"B = {kv_cache[0].k.shape[0]} sequences (the batch in kv_cache)", f"B = {batch}")
@@ -347,15 +386,34 @@ def check_gpt_config(c) -> None:
     ensure_number("norm_eps", c.norm_eps, "a positive number", lambda e: e > 0)
     if c.positions == "rope" and (c.d_head or c.d_model // c.n_heads) % 2:
         raise fail("d_head", "an even head width with positions='rope' (RoPE rotates pairs)", f"{c!r}")
+    check_window_options(c.sliding_window, c.learned_sinks)
+    if c.layer_types is not None:
+        types = c.layer_types
+        if not isinstance(types, tuple) or len(types) != c.n_layers or not set(types) <= {"full", "sliding"}:
+            raise fail("layer_types", f'a tuple of {c.n_layers} "full" or "sliding", one per layer', repr(types))
+        if "sliding" in types and c.sliding_window is None:
+            raise fail("sliding_window", 'a window (an int) for the "sliding" layers of layer_types', "None")
 
 
-def check_generate(model, ids, max_new_tokens, use_cache) -> None:
+def check_generate(model, ids, max_new_tokens, use_cache, cache_window=None, cache_sinks=0) -> None:
     """The arguments of ``GPT.generate``: a prompt as :func:`check_gpt_ids` wants it, and room
-    for ``max_new_tokens >= 0`` more tokens in the context."""
+    for ``max_new_tokens >= 0`` more tokens in the context, unless a rolling cache
+    (``cache_window``, RoPE or no positions) keeps the positions within ``cache_sinks + cache_window``."""
     check_gpt_ids(model, ids)  # (B, T0) integer ids in [0, vocab_size), 1 <= T0 <= context_length
     ensure_int("max_new_tokens", max_new_tokens, min=0)
     ensure_bool("use_cache", use_cache)
+    check_kv_options(None, cache_window, cache_sinks)
     T0, C = ids.shape[1], model.config.context_length
+    if cache_window is not None:
+        if not use_cache or model.config.positions == "learned":
+            raise fail(
+                "cache_window",
+                "None unless use_cache=True and the model has positions='rope' or 'none' (StreamingLLM's cache)",
+                f"cache_window={cache_window} with use_cache={use_cache}, positions={model.config.positions!r}",
+            )
+        if cache_sinks + cache_window > C:
+            raise fail("cache_window", f"cache_sinks + cache_window <= context_length = {C}", f"{cache_window}")
+        return
     if T0 + max_new_tokens > C:
         raise fail(
             "max_new_tokens",
@@ -535,8 +593,8 @@ def check_hf_config(c, family: str) -> dict | None:
             **(getattr(c, "rope_scaling", None) or {"rope_type": "default"}),
         }  # transformers 5 keeps them in rope_parameters, 4 in rope_theta and rope_scaling
         window = getattr(c, "sliding_window", None)
-        if getattr(c, "use_sliding_window", True) is False:
-            window = None  # Qwen3 ignores its sliding_window unless use_sliding_window
+        if getattr(c, "use_sliding_window", True) is False or family == "mistral":
+            window = None  # Qwen3 ignores its sliding_window unless use_sliding_window; Mistral's is built
         options = {
             "hidden_act": (c.hidden_act, "silu"),
             "rope type": (rope.get("rope_type", rope.get("type", "default")), "default"),
@@ -547,7 +605,7 @@ def check_hf_config(c, family: str) -> dict | None:
         if value != wanted:
             raise fail(
                 "model",
-                f"a {name} with {option} = {wanted!r} (attnlib's GPT builds that; chapter 15 adds sliding windows)"
+                f"a {name} with {option} = {wanted!r} (attnlib builds Mistral's sliding window, not this model's)"
                 if option == "sliding_window"
                 else f"a {name} with {option} = {wanted!r} (what attnlib's GPT builds)",
                 f"{option} = {value!r}",

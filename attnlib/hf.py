@@ -56,7 +56,7 @@ def from_hf(model) -> GPT:
     """An attnlib :class:`~attnlib.model.GPT` with the weights of a ``transformers`` model.
 
     Supported: ``GPT2LMHeadModel`` (GPT-2), ``LlamaForCausalLM`` (Llama 2, 3), ``Qwen3ForCausalLM``
-    and ``MistralForCausalLM`` (without a sliding window: chapter 15), with RoPE's default
+    and ``MistralForCausalLM`` (its ``sliding_window`` too: chapter 15), with RoPE's default
     frequencies (no ``rope_scaling``). The new model is on ``model``'s device, in its dtype and
     training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
 
@@ -77,7 +77,7 @@ def from_hf(model) -> GPT:
     """
     family = check_hf_model(model)  # "gpt2", "llama", "qwen3" or "mistral"
     c = model.config
-    config = _gpt2_config(c) if family == "gpt2" else _llama_config(c, qk_norm=family == "qwen3")
+    config = _gpt2_config(c) if family == "gpt2" else _llama_config(c, family)
     hf = model.state_dict()
     state = _gpt2_state(hf, config) if family == "gpt2" else _llama_state(hf, config)
     weight = next(model.parameters())
@@ -99,8 +99,8 @@ def _gpt2_config(c) -> GPTConfig:
     )  # fmt: skip
 
 
-def _llama_config(c, qk_norm: bool) -> GPTConfig:
-    rope = check_hf_config(c, "llama")  # SiLU, default RoPE, no sliding window: returns the RoPE parameters
+def _llama_config(c, family: str) -> GPTConfig:
+    rope = check_hf_config(c, family)  # SiLU, default RoPE, no window but Mistral's: returns the RoPE parameters
     d_head = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     return GPTConfig(
         vocab_size=c.vocab_size, context_length=c.max_position_embeddings, d_model=c.hidden_size,
@@ -108,7 +108,8 @@ def _llama_config(c, qk_norm: bool) -> GPTConfig:
         d_ff=c.intermediate_size, bias=bool(getattr(c, "attention_bias", False)),
         tie_embeddings=c.tie_word_embeddings, positions="rope", rope_base=float(rope["rope_theta"]),
         norm="rmsnorm", norm_eps=c.rms_norm_eps, mlp="swiglu",
-        d_head=None if d_head * c.num_attention_heads == c.hidden_size else d_head, qk_norm=qk_norm,
+        d_head=None if d_head * c.num_attention_heads == c.hidden_size else d_head, qk_norm=family == "qwen3",
+        sliding_window=getattr(c, "sliding_window", None) if family == "mistral" else None,
     )  # fmt: skip
 
 

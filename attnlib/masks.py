@@ -13,7 +13,8 @@ sums to 1. The equivalent float mask is added to the scores:
 
 Two masks cover most uses: the causal mask (a token sees itself and the
 tokens before it, never the future) and the padding mask (never attend to
-the padding after a sequence's last real token).
+the padding after a sequence's last real token). Chapter 15 adds the sliding
+window: the causal mask cut to the last ``window`` keys.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from ._checks import check_lengths
 from ._validate import ensure_bool_tensor, ensure_choice, ensure_float_dtype, ensure_int
 
-__all__ = ["causal_mask", "padding_mask", "float_mask"]
+__all__ = ["causal_mask", "sliding_window_mask", "padding_mask", "float_mask"]
 
 
 def causal_mask(T_q: int, T_k: int | None = None, device=None, align: str = "top_left") -> torch.Tensor:
@@ -67,6 +68,52 @@ def causal_mask(T_q: int, T_k: int | None = None, device=None, align: str = "top
     ensure_choice("align", align, ("top_left", "bottom_right"))
     diagonal = 0 if align == "top_left" else T_k - T_q  # bottom right: query i is token T_k - T_q + i
     return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(diagonal=diagonal)  # (T_q, T_k)
+
+
+def sliding_window_mask(
+    T_q: int, T_k: int | None = None, *, window: int, align: str = "top_left", device=None
+) -> torch.Tensor:
+    """The sliding-window (band) mask: query ``i`` may attend to keys ``i - window + 1 .. i`` (chapter 15).
+
+    ``mask[i, j] = (i - window < j <= i)`` with ``align="top_left"`` (default); with
+    ``align="bottom_right"`` query ``i`` is token ``i + T_k - T_q`` (new tokens after cached
+    ones, as in :func:`causal_mask`): ``mask[i, j] = (i + T_k - T_q - window < j <= i + T_k - T_q)``.
+    It is the causal mask with only the last ``window`` keys of each row kept, each query's
+    own key included (Longformer, Beltagy et al. 2020; Mistral 7B, Jiang et al. 2023:
+    ``window = 4096``): ``causal_mask(...) & ~causal_mask(..., diagonal moved by -window)``,
+    ``torch.ones(T_q, T_k).tril(d) - torch.ones(T_q, T_k).tril(d - window)`` with
+    ``d = 0`` or ``T_k - T_q``. A row holds at most ``window`` True values, whatever ``T_k``:
+    attention costs ``O(T window)`` instead of ``O(T^2)``.
+
+    Args:
+        T_q: number of queries (rows).
+        T_k: number of keys (columns); ``None`` (default) means ``T_q``.
+        window: how many keys a query sees, itself included, ``>= 1``.
+        align: ``"top_left"`` (default) or ``"bottom_right"``, as in :func:`causal_mask`.
+        device: device of the mask (``None``: the default device).
+
+    Returns:
+        Boolean tensor of shape ``(T_q, T_k)``, True = may attend.
+
+    Example:
+        >>> sliding_window_mask(5, window=3).int()
+        tensor([[1, 0, 0, 0, 0],
+                [1, 1, 0, 0, 0],
+                [1, 1, 1, 0, 0],
+                [0, 1, 1, 1, 0],
+                [0, 0, 1, 1, 1]], dtype=torch.int32)
+        >>> sliding_window_mask(2, 6, window=3, align="bottom_right").int()   # 2 new after 4 cached
+        tensor([[0, 0, 1, 1, 1, 0],
+                [0, 0, 0, 1, 1, 1]], dtype=torch.int32)
+    """
+    ensure_int("window", window)
+    causal = causal_mask(T_q, T_k, device=device, align=align)  # (T_q, T_k): j <= i + shift
+    T_k = causal.shape[1]
+    shift = 0 if align == "top_left" else T_k - T_q  # query i is token i + shift
+    too_old = torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril(
+        diagonal=shift - window
+    )  # j <= i + shift - window
+    return causal & ~too_old  # (T_q, T_k): i - window < j <= i
 
 
 def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:

@@ -90,6 +90,13 @@ class GPTConfig:
             Qwen3 sets it independently (128 with ``d_model = 1024`` and 16 heads).
         qk_norm: whether each head's queries and keys go through an RMSNorm over ``d_head``
             before RoPE (Qwen3, OLMo 2, Gemma 3).
+        sliding_window: chapter 15: the sliding layers attend to the last ``sliding_window``
+            tokens only, each itself included (Mistral 7B: 4096); ``None`` (default): no window.
+        layer_types: ``"full"`` or ``"sliding"`` for each layer (Gemma 2 alternates them,
+            Gemma 3 has five sliding layers per full one); ``None`` (default): every layer
+            sliding when ``sliding_window`` is set, every layer full otherwise.
+        learned_sinks: one learned logit per head that joins each row's softmax and takes
+            weight without adding a value (gpt-oss).
 
     The chapter 14 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
@@ -117,6 +124,9 @@ class GPTConfig:
     mlp: str = "gelu"
     d_head: int | None = None
     qk_norm: bool = False
+    sliding_window: int | None = None
+    layer_types: tuple[str, ...] | None = None
+    learned_sinks: bool = False
 
     def __repr__(self) -> str:
         always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
@@ -128,6 +138,8 @@ class GPTConfig:
         return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
+        if isinstance(self.layer_types, list):
+            object.__setattr__(self, "layer_types", tuple(self.layer_types))  # frozen, hashable: a tuple
         check_gpt_config(self)
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)  # frozen dataclass: set once here
@@ -136,6 +148,18 @@ class GPTConfig:
     def head_dim(self) -> int:
         """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it."""
         return self.d_head if self.d_head is not None else self.d_model // self.n_heads
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of layer ``layer`` (0-based): ``sliding_window`` for a sliding layer, None for a full one.
+
+        Example:
+            >>> c = GPTConfig(100, 16, 32, 4, 4, sliding_window=8, layer_types=("sliding", "full") * 2)
+            >>> [c.layer_window(i) for i in range(4)]
+            [8, None, 8, None]
+        """
+        if self.layer_types is None:
+            return self.sliding_window
+        return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
 
 # Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
@@ -198,6 +222,8 @@ class TransformerBlock(nn.Module):
 
     Args:
         config: a :class:`GPTConfig`.
+        layer: the block's index in the model, 0-based (default 0): which layer type it is
+            when ``config.layer_types`` mixes full and sliding layers (chapter 15).
 
     Example:
         >>> block = TransformerBlock(GPTConfig(100, 16, d_model=32, n_layers=1, n_heads=4))
@@ -205,14 +231,14 @@ class TransformerBlock(nn.Module):
         torch.Size([2, 5, 32])
     """
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
         d, bias = config.d_model, config.bias
         self.ln1 = make_norm(config)
         self.attn = MultiHeadAttention(
             d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias, d_head=config.head_dim,
             rope=config.positions == "rope", rope_base=config.rope_base, qk_norm=config.qk_norm,
-            norm_eps=config.norm_eps,
+            norm_eps=config.norm_eps, sliding_window=config.layer_window(layer), learned_sinks=config.learned_sinks,
         )  # fmt: skip
         self.ln2 = make_norm(config)
         if config.mlp == "swiglu":
@@ -277,7 +303,7 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         # GPT-2's learned positions; with RoPE (or none) the model has no position table
         self.pos_emb = nn.Embedding(config.context_length, config.d_model) if config.positions == "learned" else None
-        self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(TransformerBlock(config, i) for i in range(config.n_layers))
         self.ln_f = make_norm(config)
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -344,32 +370,42 @@ class GPT(nn.Module):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
         ensure_bool("need_weights", need_weights)
-        T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached cached tokens
+        T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached tokens seen by the caches
         T = ids.shape[1]
         pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
+        # (RoPE: each attention layer rotates q and k by the same positions, from its cache's count)
         x = self.tok_emb(ids)  # (B, T, d_model)
         if self.pos_emb is not None:
             x = x + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
-        rope_pos = pos if self.config.positions == "rope" else None  # RoPE: each attention layer rotates q, k
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
         weights = []
         for block, cache in zip(self.blocks, caches):
             if need_weights:
-                x, w = block(x, True, cache, rope_pos)  # (B, T, d_model), w: (B, n_heads, T, T_k)
+                x, w = block(x, True, cache)  # (B, T, d_model), w: (B, n_heads, T, T_k)
                 weights.append(w)
             else:
-                x = block(x, kv_cache=cache, positions=rope_pos)  # (B, T, d_model) -> (B, T, d_model)
+                x = block(x, kv_cache=cache)  # (B, T, d_model) -> (B, T, d_model); RoPE: positions from the cache
         return self.ln_f(x), weights
 
     @torch.no_grad()
-    def generate(self, ids: torch.Tensor, max_new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+    def generate(
+        self,
+        ids: torch.Tensor,
+        max_new_tokens: int,
+        use_cache: bool = True,
+        *,
+        cache_window: int | None = None,
+        cache_sinks: int = 0,
+    ) -> torch.Tensor:
         """Continue ``ids`` greedily: append the most likely next token, ``max_new_tokens`` times.
 
         ``ids_{t+1} = argmax(logits of the last position)``, computed from the whole sequence so
         far. ``use_cache=True`` (default) runs the prompt once, keeping every layer's keys and
         values in a :class:`~attnlib.multihead.KVCache`, and then feeds one new token per step
         (position ``T``, its query attending to all cached keys); ``use_cache=False`` runs
-        the whole sequence through the model again at every step. Both give the same tokens;
+        the whole sequence through the model again at every step. A sliding layer
+        (``config.sliding_window``) keeps only its window, ``KVCache(window=...)``, whose memory
+        stays constant however many tokens are generated (chapter 15). Both give the same tokens;
         both compute the output head for the last position only (it is ``vocab_size`` wide).
 
         Runs without gradients (``torch.no_grad``) and in evaluation mode: the model is put in
@@ -380,6 +416,13 @@ class GPT(nn.Module):
             max_new_tokens: how many tokens to append, ``>= 0``, with
                 ``T0 + max_new_tokens <= context_length`` (the learned positions end there).
             use_cache: keep the keys and values (True) or recompute everything (False).
+            cache_window, cache_sinks: chapter 15, StreamingLLM: every layer's cache keeps only
+                the first ``cache_sinks`` and the last ``cache_window`` tokens
+                (``KVCache(window=..., sinks=...)``), with positions counted within the cache,
+                so generation may go past ``context_length`` (positions ``"rope"`` or
+                ``"none"``). The tokens then differ from the full model's once the first
+                tokens are evicted. Default: keep every token (the sliding layers of a
+                windowed model keep their window only, which changes nothing).
 
         Returns:
             Token ids ``(B, T0 + max_new_tokens)``: the prompt, then the new tokens.
@@ -394,12 +437,11 @@ class GPT(nn.Module):
             >>> torch.equal(out, model.generate(prompt, max_new_tokens=4, use_cache=False))
             True
         """
-        check_generate(self, ids, max_new_tokens, use_cache)  # (B, T0) ids, T0 + max_new_tokens <= context_length
+        check_generate(self, ids, max_new_tokens, use_cache, cache_window, cache_sinks)  # T0 + new <= context
         was_training = self.training
         self.eval()
         try:
-            T_end = ids.shape[1] + max_new_tokens  # the memory for every token is allocated once, at the first step
-            cache = [KVCache(max_tokens=T_end) for _ in self.blocks] if use_cache else None
+            cache = self._caches(ids.shape[1] + max_new_tokens, cache_window, cache_sinks) if use_cache else None
             out, new = ids, ids  # new: the tokens the model has not read yet
             for _ in range(max_new_tokens):
                 if use_cache:
@@ -412,3 +454,11 @@ class GPT(nn.Module):
         finally:
             self.train(was_training)
         return out
+
+    def _caches(self, T_end: int, cache_window: int | None, cache_sinks: int) -> list[KVCache]:
+        """One cache per block for ``generate``: room for ``T_end`` tokens allocated once (chapter 12),
+        a rolling cache of its window for a sliding layer, StreamingLLM's for every layer if asked."""
+        if cache_window is not None:
+            return [KVCache(window=cache_window, sinks=cache_sinks) for _ in self.blocks]
+        windows = [self.config.layer_window(i) for i in range(len(self.blocks))]
+        return [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]

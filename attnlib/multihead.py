@@ -31,18 +31,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (
-    check_kv_append,
-    check_kv_new,
-    check_kv_room,
-    check_mha_inputs,
-    check_mha_options,
-    check_torch_mha,
-)
+from ._checks import check_mha_inputs, check_mha_options, check_torch_mha, check_window_options
 from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads
 from .attention import attention_weights
+from .kv_cache import KVCache
 from .linear import Linear
-from .masks import causal_mask
+from .masks import causal_mask, float_mask, sliding_window_mask
 from .positions import apply_rope
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
@@ -129,84 +123,6 @@ def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     return x.repeat_interleave(n_heads // n_kv_heads, dim=1)  # (B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)
 
 
-class KVCache:
-    """The keys and values one attention layer has computed so far, for a batch of sequences.
-
-    ``k`` and ``v`` have shape ``(B, n_kv_heads, T_cached, d_head)`` (None while empty);
-    :meth:`update` appends the new tokens' keys and values along the token axis and
-    returns everything cached. A GPT keeps one ``KVCache`` per layer:
-    ``[KVCache() for _ in model.blocks]``. Causal attention makes this exact: a token's
-    key and value depend only on the tokens up to it, so they never change once computed.
-
-    Memory: ``2 B n_kv_heads T_cached d_head`` numbers per layer (:attr:`nbytes`).
-    ``KVCache()`` grows with ``torch.cat``, which copies the whole cache at every step: the
-    shortest code. ``KVCache(max_tokens=T_max)`` allocates the memory for ``T_max`` tokens
-    at the first update, as serving systems do, and writes each step's keys and values into
-    it in place: no copy, and ``k``, ``v`` are views of its first ``T_cached`` rows.
-    ``GPT.generate`` uses that form.
-
-    Example:
-        >>> cache = KVCache()
-        >>> k, v = cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))  # 3 tokens
-        >>> k, v = cache.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))    # 1 more
-        >>> len(cache), tuple(k.shape), cache.nbytes                  # 2 * 1*2*4*4 floats of 4 bytes
-        (4, (1, 2, 4, 4), 256)
-        >>> ahead = KVCache(max_tokens=8)                             # room for 8 tokens, allocated once
-        >>> k, v = ahead.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
-        >>> k, v = ahead.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
-        >>> len(ahead), tuple(k.shape), torch.equal(k, cache.k)
-        (4, (1, 2, 4, 4), True)
-    """
-
-    def __init__(self, max_tokens: int | None = None):
-        self.max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
-        self.k: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
-        self.v: torch.Tensor | None = None  # (B, n_kv_heads, T_cached, d_head)
-        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, n_kv_heads, max_tokens, d_head) each
-
-    def __len__(self) -> int:
-        """The number of cached tokens, ``T_cached``."""
-        return 0 if self.k is None else self.k.shape[2]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the cached keys and values (``T_cached`` tokens; a ``max_tokens`` cache
-        has allocated room for ``max_tokens``)."""
-        return 0 if self.k is None else self.k.nbytes + self.v.nbytes
-
-    def __repr__(self) -> str:
-        shape = None if self.k is None else tuple(self.k.shape)
-        return f"KVCache(T_cached={len(self)}, k and v of shape {shape})"
-
-    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the new tokens' keys and values; return all of them.
-
-        Args:
-            k_new, v_new: shape ``(B, n_kv_heads, T_new, d_head)``, the same ``B``,
-                ``n_kv_heads``, ``d_head``, dtype and device as what is cached.
-
-        Returns:
-            ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first.
-        """
-        check_kv_new(k_new, v_new)
-        if self.k is not None:
-            check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
-        T, T_new = len(self), k_new.shape[2]
-        if self.max_tokens is None:  # grow: copy what is cached and the new rows into new tensors
-            self.k = k_new if self.k is None else torch.cat([self.k, k_new], dim=2)  # (B, H, T + T_new, D)
-            self.v = v_new if self.v is None else torch.cat([self.v, v_new], dim=2)
-            return self.k, self.v
-        check_kv_room(self, T_new)  # T + T_new <= max_tokens
-        if self._buffers is None:  # the first update allocates room for max_tokens tokens
-            B, H, _, D = k_new.shape
-            self._buffers = tuple(k_new.new_empty(B, H, self.max_tokens, D) for _ in range(2))
-        k_buf, v_buf = self._buffers
-        k_buf[:, :, T : T + T_new] = k_new  # write the new rows in place: (B, H, T_new, D)
-        v_buf[:, :, T : T + T_new] = v_new
-        self.k, self.v = k_buf[:, :, : T + T_new], v_buf[:, :, : T + T_new]  # views: (B, H, T + T_new, D)
-        return self.k, self.v
-
-
 def flatten_batch(mask: torch.Tensor | None, lead: torch.Size) -> torch.Tensor | None:
     """A mask for scores ``(*lead, n_heads, T, T_k)`` with the leading axes made one: ``(B, n_heads, T, T_k)``.
 
@@ -286,9 +202,12 @@ class MultiHeadAttention(nn.Module):
         rope_base: float = 10000.0,
         qk_norm: bool = False,
         norm_eps: float = 1e-5,
+        sliding_window: int | None = None,
+        learned_sinks: bool = False,
     ):
         super().__init__()
         d_head = check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_norm, norm_eps)
+        check_window_options(sliding_window, learned_sinks)
         self.n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
@@ -302,6 +221,9 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
         self.k_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
         self.attn_dropout = nn.Dropout(self.dropout)
+        # chapter 15: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
+        self.sliding_window = sliding_window
+        self.sinks = nn.Parameter(torch.zeros(n_heads)) if learned_sinks else None
 
     def forward(
         self,
@@ -350,30 +272,46 @@ class MultiHeadAttention(nn.Module):
         context = x if context is None else context  # self-attention: keys and values from x
         x, context = x.reshape(-1, T, self.d_model), context.reshape(-1, context.shape[-2], self.d_model)
         attn_mask = flatten_batch(attn_mask, lead)  # (..., n_heads, T, T_k) -> (B, n_heads, T, T_k)
-        T_cached = 0 if kv_cache is None else len(kv_cache)
+        T_cached = 0 if kv_cache is None else len(kv_cache)  # keys held by the cache
+        start = 0 if kv_cache is None else kv_cache.seen  # the position of x's first token
         T_k = T_cached + context.shape[1]
+        # StreamingLLM: a full-attention layer with a rolling cache counts positions within the cache
+        streaming = kv_cache is not None and kv_cache.window is not None and self.sliding_window is None
 
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, n_heads * d_head) -> (B, n_heads, T, d_head)
         k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
         v = split_heads(self.w_v(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
         if self.q_norm is not None:  # QK-norm: each head's query and key rescaled to RMS 1 (times a gain)
             q, k = self.q_norm(q), self.k_norm(k)
-        if self.rope:  # rotate queries and keys by their positions (chapter 9), before the scores
-            pos = torch.arange(T_cached, T_k, device=x.device) if positions is None else positions
+        if self.rope and not streaming:  # rotate queries and keys by their positions (chapter 9), before the scores
+            pos = torch.arange(start, start + T, device=x.device) if positions is None else positions
             pos = pos if pos.dim() == 1 else pos.expand(*lead, T).reshape(-1, 1, T)  # (T,) or (B, 1, T)
             q, k = apply_rope(q, pos, self.rope_base), apply_rope(k, pos, self.rope_base)
+        windowed = self.sliding_window is not None or (kv_cache is not None and kv_cache.window is not None)
         if kv_cache is not None:
+            held = kv_cache.positions  # (T_cached,): the cached tokens' positions, before this update
             k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
-        if is_causal and T_cached:
+        if streaming and self.rope:  # rotate by the index in the cache: positions stay below sinks + window
+            index = torch.arange(T_k, device=x.device)  # (T_k,)
+            q, k = apply_rope(q, index[T_k - T :], self.rope_base), apply_rope(k, index, self.rope_base)
+        if is_causal and windowed:  # the causal mask cut to the window(s), from the tokens' positions
+            is_causal = False
+            q_pos = torch.arange(start, start + T, device=x.device)  # (T,)
+            k_pos = q_pos if kv_cache is None else torch.cat([held.to(x.device), q_pos])  # (T_k,)
+            attn_mask = self._window_mask(q_pos, k_pos, kv_cache)
+        elif is_causal and T_cached:
             # the new queries are tokens T_cached .. T_k - 1: each sees every cached key
             is_causal = False
             attn_mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
+        if self.sinks is not None:  # one more key per head: score sinks[h], value 0 (gpt-oss)
+            k, v, attn_mask, is_causal = self._add_sink(q, k, v, attn_mask, is_causal)
         if need_weights:
             k = repeat_kv(k, self.n_heads)  # (B, n_kv_heads, T_k, d_head) -> (B, n_heads, T_k, d_head)
             v = repeat_kv(v, self.n_heads)
             weights = attention_weights(q, k, attn_mask, is_causal)  # (B, n_heads, T, T_k)
             weights = self.attn_dropout(weights)
             y = weights @ v  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
+            weights = weights[..., :T_k]  # without the sink's column, if any: (B, n_heads, T, T_k)
             weights = weights.reshape(*lead, self.n_heads, T, T_k)  # (B, ...) -> (..., n_heads, T, T_k)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
@@ -390,6 +328,39 @@ class MultiHeadAttention(nn.Module):
             )  # SDPA shares k, v heads as repeat_kv does
         out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
         return out.reshape(*lead, T, self.d_model), weights  # (B, T, d_model) -> (..., T, d_model)
+
+    def _window_mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor, kv_cache: KVCache | None) -> torch.Tensor:
+        """The causal mask cut to the layer's sliding window and the cache's window (its sinks kept),
+        from positions: query positions ``(T,)``, key positions ``(T_k,)`` -> ``(T, T_k)``, True = may attend.
+        Without a cache it is ``sliding_window_mask(T, window=sliding_window)``."""
+        if kv_cache is None:
+            return sliding_window_mask(len(q_pos), window=self.sliding_window, device=q_pos.device)
+        q_pos, k_pos = q_pos[:, None], k_pos[None, :]  # (T, 1), (1, T_k)
+        allowed = k_pos <= q_pos  # (T, T_k): causal
+        if self.sliding_window is not None:
+            allowed = allowed & (k_pos > q_pos - self.sliding_window)
+        if kv_cache.window is not None:  # what the cache would have evicted, but for its sinks
+            allowed = allowed & ((k_pos > q_pos - kv_cache.window) | (k_pos < kv_cache.sinks))
+        return allowed
+
+    def _add_sink(self, q, k, v, attn_mask, is_causal):
+        """Learned sinks: a key of score ``sinks[h]`` and value 0 joins every row's softmax.
+
+        ``weights = softmax([q k^T / sqrt(d_head) + M, sinks[h]])`` without its last column: the
+        sink takes its share of each row's weight and adds nothing to the output. Returns ``k``, ``v``
+        with the zero key and value appended ``(B, n_kv_heads, T_k + 1, d_head)`` and the float
+        mask ``(B, n_heads, T, T_k + 1)`` whose last column is ``sinks[h]``.
+        """
+        B, T, T_k = q.shape[0], q.shape[2], k.shape[2]
+        if attn_mask is None:
+            attn_mask = causal_mask(T, T_k, device=q.device) if is_causal else torch.ones(T, T_k, dtype=torch.bool)
+        if attn_mask.dtype == torch.bool:
+            attn_mask = float_mask(attn_mask.to(q.device), q.dtype)  # 0 where allowed, -inf where not
+        attn_mask = torch.broadcast_to(attn_mask.to(q.dtype), (B, self.n_heads, T, T_k))  # (B, n_heads, T, T_k)
+        sink = self.sinks.to(q.dtype).view(1, -1, 1, 1).expand(B, -1, T, 1)  # (n_heads,) -> (B, n_heads, T, 1)
+        zero = k.new_zeros(B, k.shape[1], 1, k.shape[3])  # (B, n_kv_heads, 1, d_head)
+        k, v = torch.cat([k, zero], dim=2), torch.cat([v, zero], dim=2)  # (B, n_kv_heads, T_k + 1, d_head)
+        return k, v, torch.cat([attn_mask, sink], dim=-1), False  # (B, n_heads, T, T_k + 1)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:

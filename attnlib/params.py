@@ -148,11 +148,12 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     d, L, b, c = config.d_model, config.n_layers, config.bias, config
     attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
     qk_norm = 2 * c.head_dim if c.qk_norm else 0  # an RMSNorm gain over d_head for q and for k
+    sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
     return {
         "token embeddings": c.vocab_size * d,
         "position embeddings": c.context_length * d if c.positions == "learned" else 0,
-        "attention": L * (attention + qk_norm),
+        "attention": L * (attention + qk_norm + sinks),
         "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp == "swiglu"),
         norms[0]: (2 * L + 1) * norms[1],  # 2 per block + the final one
         "output head (untied)": 0 if c.tie_embeddings else c.vocab_size * d,
@@ -197,7 +198,8 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     value ``(B, n_kv_heads, T, d_head)``. With ``n_kv_heads = n_heads`` it is
     ``2 n_layers B T d_model`` numbers; grouped-query attention divides it by
     ``n_heads / n_kv_heads``. The weights do not depend on ``T`` or ``B``; the cache grows
-    with both.
+    with both. A sliding layer (chapter 15) holds at most its window: ``min(T, sliding_window)``
+    tokens instead of ``T``.
 
     Args:
         config: a :class:`~attnlib.model.GPTConfig` (its ``n_kv_heads`` is used).
@@ -218,4 +220,5 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype", complex_ok=True)
     n_kv_heads = config.n_kv_heads or config.n_heads
     d_head = config.head_dim  # d_model // n_heads unless the config sets it
-    return 2 * config.n_layers * B * n_kv_heads * T * d_head * dtype.itemsize
+    held = sum(T if w is None else min(T, w) for w in map(config.layer_window, range(config.n_layers)))
+    return 2 * held * B * n_kv_heads * d_head * dtype.itemsize  # held: tokens summed over the layers

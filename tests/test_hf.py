@@ -205,9 +205,10 @@ def test_unsupported_options_are_named():
     scaled = llama(rope_scaling={"rope_type": "linear", "factor": 2.0})
     with pytest.raises(AttnlibError, match=r"rope type = 'default'.*received rope type = 'linear'"):
         from_hf(scaled)
-    window = transformers.MistralConfig(**SMALL, num_attention_heads=4, num_key_value_heads=1, sliding_window=16)
-    with pytest.raises(AttnlibError, match=r"sliding_window = None .*chapter 15.*received sliding_window = 16"):
-        from_hf(transformers.MistralForCausalLM(window))
+    window = transformers.Qwen3Config(**SMALL, num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True,
+                                      sliding_window=16)  # fmt: skip
+    with pytest.raises(AttnlibError, match=r"sliding_window = None .*Mistral's.*received sliding_window = 16"):
+        from_hf(transformers.Qwen3ForCausalLM(window))  # Mistral's window is built (tests/test_windows.py)
     relu = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=32, n_layer=1, n_head=4,
                                    activation_function="relu")  # fmt: skip
     with pytest.raises(AttnlibError, match=r"activation_function = 'gelu_new'"):

@@ -124,27 +124,37 @@ def _wait_for_mathjax(driver) -> bool:
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_page(browser, site, chapter):
+    """A chapter as a reader meets it (_check_page); its link to the Chinese page; and its solutions,
+    closed dropdowns that open on a click (checked on the same page load: each load typesets the math)."""
     _check_page(browser, site, f"{site}/notebooks/{chapter}.html", SHOTS / f"{chapter}.png")
+    _check_edition_link(browser, "中文", f"{site}/zh/notebooks/{chapter}.html")
+    _check_solutions(browser, chapter)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chinese_chapter_page(browser, site, chapter):
     """The Chinese edition (_build/html/zh): the same checks, a Chinese title, and a link to the English page."""
-    from selenium.webdriver.common.by import By
 
     page = _check_page(browser, site, f"{site}/zh/notebooks/{chapter}.html", SHOTS / "zh" / f"{chapter}.png")
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["title"]), f"not a Chinese title: {page['title']!r}"
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["text"][:2000])
     english_alt = [alt for alt in page["alts"] if not any("\u4e00" <= ch <= "\u9fff" for ch in alt)]
     assert not english_alt, f"figures whose alt text is not in Chinese: {english_alt}"
-    link = browser.find_element(By.CSS_SELECTOR, "a.edition-link")
-    assert link.text.strip() == "English"
-    browser.execute_script("arguments[0].click();", link)
-    from selenium.webdriver.support.ui import WebDriverWait
+    _check_edition_link(browser, "English", f"{site}/notebooks/{chapter}.html")
 
-    WebDriverWait(browser, 20).until(lambda d: "/zh/" not in d.current_url)
-    assert browser.current_url.endswith(f"/notebooks/{chapter}.html"), browser.current_url
-    assert browser.find_element(By.CSS_SELECTOR, "a.edition-link").text.strip() == "中文"
+
+def _check_edition_link(browser, label: str, target: str) -> None:
+    """The page's link to the other edition: its label, and a target the server has (a plain link:
+    where the browser would go is its resolved href, fetched here without loading a second page)."""
+    from urllib.request import urlopen
+
+    from selenium.webdriver.common.by import By
+
+    link = browser.find_element(By.CSS_SELECTOR, "a.edition-link")
+    assert link.text.strip() == label
+    assert link.get_attribute("href") == target
+    with urlopen(target, timeout=30) as response:
+        assert response.status == 200 and b'class="edition-link"' in response.read()
 
 
 def _check_page(browser, site, url: str, shot: Path) -> dict:
@@ -190,19 +200,12 @@ def _save_full_page(driver, path: Path) -> None:
         driver.set_window_size(1280, 1600)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_solutions_are_closed_dropdowns_that_open(browser, site, chapter):
+def _check_solutions(browser, chapter: str) -> None:
+    """The solutions of the open chapter page are closed dropdowns, and open on a click."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _open(browser, f"{site}/notebooks/{chapter}.html")
-    try:  # on a loaded machine the previous page's clicks can still be settling: wait for this page
-        WebDriverWait(browser, 20).until(
-            lambda d: chapter in d.current_url and d.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
-        )
-    except Exception:
-        pass
     solutions = browser.find_elements(By.CSS_SELECTOR, "div.solution.dropdown")
     assert solutions, f"no solution dropdowns on the page ({browser.current_url})"
     coded = [s for s in solutions if s.find_elements(By.CSS_SELECTOR, "div.cell_input")]

@@ -54,6 +54,12 @@ Chapter                         Module          Functions
                                                 ``flex_attention``), ``mask_from_mod``; the same as
                                                 tables: ``prefix_lm_mask``, ``document_mask``,
                                                 ``alibi_slopes``, ``alibi_bias``
+16 Latent attention            ``latent``,     ``MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, ...,
+                                                absorb=False)``;
+                                ``model``,      ``GPTConfig(attention="mla", kv_rank=..., q_rank=..., d_head_rope=...,
+                                                d_head_v=...)``;
+                                ``params``,     ``mla_params``, ``kv_cache_bytes`` (MLA: ``kv_rank + d_head_rope``);
+                                ``hf``          ``from_hf(DeepseekV3Attention)``
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
                                                 ``loss_curve``, ``scaling``; ``localize`` (a figure's
@@ -117,6 +123,12 @@ The API, with shapes::
     alibi_mod(slopes (n_heads,)), softcap_mod(cap): score_mod(score, b, h, q_idx, kv_idx) -> score
     mask_from_mod(mask_mod, T_q, T_k=None, B=1, n_heads=1) -> bool (T_q, T_k) or (B, n_heads, T_q, T_k)
     prefix_lm_mask(T, p) -> (T, T); document_mask(ids (B, T)) -> (B, 1, T, T); alibi_bias(n_heads, T_q) -> float
+    MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, d_head_nope=None, d_head_rope=None,
+                             d_head_v=None, rope_base=10000.0, absorb=False)
+        .forward(x (B, T, d_model), positions=None, is_causal=False, need_weights=True, kv_cache=None)
+        # its KVCache: k = the latent (B, 1, T, kv_rank), v = the rotated key (B, 1, T, d_head_rope)
+    GPTConfig(..., attention="mha"|"mla", kv_rank=None, q_rank=None, d_head_rope=None, d_head_v=None)
+    mla_params(d_model, n_heads, kv_rank, q_rank, d_head_nope, d_head_rope, d_head_v) -> int
     sinusoidal_positions(T, d_model) -> (T, d_model)   # PE[p, 2i] = sin(p / 10000^(2i/d_model)), 2i+1: cos
     apply_rope(x (..., T, d_head), positions (T,) = None, base=10000.0) -> x's shape
                                   # pair (2i, 2i+1) at position m rotated by m base^(-2i/d_head)
@@ -165,6 +177,7 @@ from .flex import (
 )
 from .hf import from_hf
 from .kv_cache import KVCache
+from .latent import MultiHeadLatentAttention
 from .linear import Linear
 from .masks import causal_mask, float_mask, padding_mask, sliding_window_mask
 from .model import (
@@ -187,6 +200,7 @@ from .params import (
     gpt_params,
     kv_cache_bytes,
     layernorm_params,
+    mla_params,
     mlp_params,
     param_breakdown,
 )
@@ -235,6 +249,7 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
     "GPTConfig",
     "GPT2_SMALL",
     "GPT2_MEDIUM",
@@ -249,6 +264,7 @@ __all__ = [
     "SwiGLU",
     "from_hf",
     "attention_params",
+    "mla_params",
     "mlp_params",
     "layernorm_params",
     "param_breakdown",

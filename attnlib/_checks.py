@@ -25,6 +25,7 @@ from ._validate import (
     ensure_bool,
     ensure_callable,
     ensure_dim,
+    ensure_even,
     ensure_float,
     ensure_heads,
     ensure_in_range,
@@ -224,6 +225,40 @@ def check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_nor
     return d_head
 
 
+def check_mla_options(d_model, n_heads, kv_rank, q_rank, d_head_nope, d_head_rope, d_head_v, absorb):
+    """``MultiHeadLatentAttention``'s sizes; return ``(d_head_nope, d_head_rope, d_head_v)`` with defaults filled in."""
+    for name, n in (("d_model", d_model), ("n_heads", n_heads), ("kv_rank", kv_rank)):
+        ensure_int(name, n)
+    if q_rank is not None:
+        ensure_int("q_rank", q_rank)
+    if d_head_nope is None:
+        ensure_heads(d_model, n_heads)  # d_head_nope = d_model // n_heads
+        d_head_nope = d_model // n_heads
+    ensure_int("d_head_nope", d_head_nope)
+    d_head_rope = d_head_nope // 2 if d_head_rope is None else d_head_rope
+    ensure_int("d_head_rope", d_head_rope)
+    ensure_even("d_head_rope", d_head_rope)  # RoPE rotates pairs
+    d_head_v = d_head_nope if d_head_v is None else ensure_int("d_head_v", d_head_v)
+    ensure_bool("absorb", absorb)
+    return d_head_nope, d_head_rope, d_head_v
+
+
+def check_mla_inputs(layer, x, positions, is_causal, need_weights, kv_cache) -> None:
+    """The arguments of ``MultiHeadLatentAttention.forward``: ``x`` ``(B, T, d_model)``, positions ``(T,)``."""
+    check_activations("x", x, layer.d_model, layer.w_dkv.weight)
+    ensure_dim("x", x, 3, f"a 3-D tensor of shape (B, T, d_model={layer.d_model})")
+    ensure_bool("is_causal", is_causal)
+    ensure_bool("need_weights", need_weights)
+    if kv_cache is not None:
+        ensure_instance("kv_cache", kv_cache, _kv_cache_class(), "None or an attnlib KVCache")
+        if kv_cache.window is not None:
+            raise fail("kv_cache", "a KVCache without a window (MLA's layer attends to every token)", repr(kv_cache))
+    if positions is not None:
+        ensure_dim("positions", positions, 1, f"a 1-D tensor of {x.shape[1]} positions (T,)")
+        if positions.shape[0] != x.shape[1]:
+            raise fail("positions", f"{x.shape[1]} positions, one per token of x", describe(positions))
+
+
 def check_window_options(sliding_window, learned_sinks) -> None:
     """Chapter 15's options of ``MultiHeadAttention``: a window of at least 1 key, or None; a bool."""
     if sliding_window is not None:
@@ -289,27 +324,29 @@ def check_kv_options(max_tokens, window, sinks) -> tuple[int | None, int | None,
 
 
 def check_kv_new(k_new, v_new) -> None:
-    """New keys and values for a KV cache: 4-D ``(B, n_kv_heads, T_new, d_head)``, the same shape."""
+    """New keys and values for a KV cache: 4-D ``(B, n_kv_heads, T_new, d_head)``, the same ``B``,
+    ``n_kv_heads`` and ``T_new`` (the last widths may differ: MLA caches a latent and a rotated key)."""
     for name, t in (("k_new", k_new), ("v_new", v_new)):
         ensure_dim(name, t, 4, "a 4-D tensor of shape (B, n_kv_heads, T_new, d_head)")
-    if v_new.shape != k_new.shape:
-        raise fail("v_new", f"the shape of k_new, {tuple(k_new.shape)}", describe(v_new))
+    if v_new.shape[:3] != k_new.shape[:3]:
+        raise fail("v_new", f"the shape of k_new but for the last axis, {tuple(k_new.shape[:3])}", describe(v_new))
 
 
-def check_kv_append(cache, k_new: torch.Tensor) -> None:
-    """New keys that fit a non-empty cache: its ``B``, ``n_kv_heads``, ``d_head``, dtype and device."""
-    B, H, _, D = cache.k.shape
-    if (
-        (k_new.shape[0], k_new.shape[1], k_new.shape[3]) != (B, H, D)
-        or k_new.dtype != cache.k.dtype
-        or k_new.device != cache.k.device
-    ):
-        raise fail(
-            "k_new",
-            f"shape ({B}, {H}, T_new, {D}), dtype {cache.k.dtype} on {cache.k.device} "
-            f"(what the cache holds: {len(cache)} tokens)",
-            f"{describe(k_new)} on {k_new.device}",
-        )
+def check_kv_append(cache, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+    """New keys and values that fit a non-empty cache: its ``B``, ``n_kv_heads``, widths, dtype and device."""
+    for name, new, held in (("k_new", k_new, cache.k), ("v_new", v_new, cache.v)):
+        B, H, _, D = held.shape
+        if (
+            (new.shape[0], new.shape[1], new.shape[3]) != (B, H, D)
+            or new.dtype != held.dtype
+            or new.device != held.device
+        ):
+            raise fail(
+                name,
+                f"shape ({B}, {H}, T_new, {D}), dtype {held.dtype} on {held.device} "
+                f"(what the cache holds: {len(cache)} tokens)",
+                f"{describe(new)} on {new.device}",
+            )
 
 
 def check_kv_room(cache, T_new: int) -> None:
@@ -387,6 +424,17 @@ def check_gpt_config(c) -> None:
     if c.positions == "rope" and (c.d_head or c.d_model // c.n_heads) % 2:
         raise fail("d_head", "an even head width with positions='rope' (RoPE rotates pairs)", f"{c!r}")
     check_window_options(c.sliding_window, c.learned_sinks)
+    if c.attention not in ("mha", "mla"):
+        raise fail("attention", "'mha' or 'mla'", f"attention={c.attention!r}")
+    mla_sizes = ("kv_rank", "q_rank", "d_head_rope", "d_head_v")
+    if c.attention == "mla":
+        if c.kv_rank is None or c.positions != "rope":
+            raise fail("attention", "'mla' with a kv_rank and positions='rope' (its decoupled RoPE)", f"{c!r}")
+        if c.sliding_window is not None or c.learned_sinks or c.qk_norm or (c.n_kv_heads or c.n_heads) != c.n_heads:
+            raise fail("attention", "'mla' without chapter 15's windows and sinks, QK-norm or n_kv_heads", f"{c!r}")
+        check_mla_options(c.d_model, c.n_heads, c.kv_rank, c.q_rank, c.head_dim, c.d_head_rope, c.d_head_v, False)
+    elif any(getattr(c, name) is not None for name in mla_sizes):
+        raise fail("attention", "'mla' when an MLA size (kv_rank, q_rank, d_head_rope, d_head_v) is set", f"{c!r}")
     if c.layer_types is not None:
         types = c.layer_types
         if not isinstance(types, tuple) or len(types) != c.n_layers or not set(types) <= {"full", "sliding"}:
@@ -564,6 +612,7 @@ HF_FAMILIES = {
     "llama": "LlamaForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "mistral": "MistralForCausalLM",
+    "deepseek_v3": "DeepseekV3Attention",  # one attention layer: MultiHeadLatentAttention (chapter 16)
 }
 
 
@@ -575,6 +624,21 @@ def check_hf_model(model) -> str:
         got = type(model).__name__ + (f" (model_type {family!r})" if family else "")
         raise fail("model", f"a transformers model of a supported family: {supported}", got)
     return family
+
+
+def check_hf_mla_config(c) -> dict:
+    """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE parameters."""
+    rope = getattr(c, "rope_parameters", None) or {"rope_theta": getattr(c, "rope_theta", 10000.0)}
+    options = {
+        "rope type": (rope.get("rope_type", "default"), "default"),
+        "rope_interleave": (bool(getattr(c, "rope_interleave", True)), True),
+        "attention_bias": (bool(getattr(c, "attention_bias", False)), False),
+        "num_key_value_heads": (c.num_key_value_heads, c.num_attention_heads),
+    }
+    for option, (value, wanted) in options.items():
+        if value != wanted:
+            raise fail("model", f"a DeepseekV3Attention with {option} = {wanted!r} (what attnlib builds)", f"{value!r}")
+    return rope
 
 
 def check_hf_config(c, family: str) -> dict | None:

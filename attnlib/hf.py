@@ -13,6 +13,11 @@ Two things change on the way:
   Scores are sums over a head's dimensions, so they do not change; values and outputs are
   not rotated and keep their order.
 
+Chapter 16: ``from_hf`` also takes one ``DeepseekV3Attention`` layer and returns the equal
+:class:`~attnlib.latent.MultiHeadLatentAttention`. DeepSeek-V3's RoPE pairs are interleaved
+already (``rope_interleave``); its ``kv_a_proj_with_mqa`` stacks ``W_DKV`` and ``W_KR``, and its
+``kv_b_proj`` stacks each head's ``W_UK,h`` and ``W_UV,h``: the rows are split, not permuted.
+
 attnlib does not import ``transformers``: it reads ``model.config`` and ``model.state_dict()``.
 The course builds these models from small random configs in its tests; it never downloads one.
 """
@@ -21,7 +26,8 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_hf_config, check_hf_model
+from ._checks import check_hf_config, check_hf_mla_config, check_hf_model
+from .latent import MultiHeadLatentAttention
 from .model import GPT, GPTConfig
 
 __all__ = ["from_hf", "rotate_half_to_interleaved"]
@@ -52,7 +58,7 @@ def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return rows.transpose(1, 2).reshape(w.shape)  # (h, i, half, ...): row 2i + half
 
 
-def from_hf(model) -> GPT:
+def from_hf(model) -> GPT | MultiHeadLatentAttention:
     """An attnlib :class:`~attnlib.model.GPT` with the weights of a ``transformers`` model.
 
     Supported: ``GPT2LMHeadModel`` (GPT-2), ``LlamaForCausalLM`` (Llama 2, 3), ``Qwen3ForCausalLM``
@@ -75,7 +81,9 @@ def from_hf(model) -> GPT:
         >>> torch.allclose(from_hf(hf)(ids), hf(ids).logits, atol=1e-5)   # doctest: +SKIP
         True
     """
-    family = check_hf_model(model)  # "gpt2", "llama", "qwen3" or "mistral"
+    family = check_hf_model(model)  # "gpt2", "llama", "qwen3", "mistral" or "deepseek_v3"
+    if family == "deepseek_v3":
+        return _mla_from_hf(model)
     c = model.config
     config = _gpt2_config(c) if family == "gpt2" else _llama_config(c, family)
     hf = model.state_dict()
@@ -158,3 +166,33 @@ def _llama_state(hf: dict, config: GPTConfig) -> dict:
             if config.qk_norm:
                 state[b + f"attn.{x}_norm.weight"] = rotate_half_to_interleaved(hf[h + f"self_attn.{x}_norm.weight"], 1)
     return state
+
+
+def _mla_from_hf(layer) -> MultiHeadLatentAttention:
+    """A ``DeepseekV3Attention`` layer as a :class:`~attnlib.latent.MultiHeadLatentAttention`."""
+    c = layer.config
+    rope = check_hf_mla_config(c)  # default RoPE, interleaved pairs, no biases, one key/value head per head
+    H, nope, r, dv, rank = (c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim,
+                            c.kv_lora_rank)  # fmt: skip
+    weight = next(layer.parameters())
+    mla = MultiHeadLatentAttention(
+        c.hidden_size, H, kv_rank=rank, q_rank=c.q_lora_rank, d_head_nope=nope, d_head_rope=r, d_head_v=dv,
+        rope_base=float(rope["rope_theta"]), norm_eps=layer.kv_a_layernorm.variance_epsilon,
+    ).to(weight.device, weight.dtype)  # fmt: skip
+    hf = layer.state_dict()
+    kv_b = hf["kv_b_proj.weight"].view(H, nope + dv, rank)  # (H * (nope + dv), rank) -> (H, nope + dv, rank)
+    state = {
+        "w_dkv.weight": hf["kv_a_proj_with_mqa.weight"][:rank],  # (rank + r, d_model): the latent's rows first
+        "w_kr.weight": hf["kv_a_proj_with_mqa.weight"][rank:],  # then the shared rotated key's
+        "kv_norm.weight": hf["kv_a_layernorm.weight"],
+        "w_uk.weight": kv_b[:, :nope].reshape(H * nope, rank),  # each head: its key rows, then its value rows
+        "w_uv.weight": kv_b[:, nope:].reshape(H * dv, rank),
+        "w_o.weight": hf["o_proj.weight"],
+    }
+    if c.q_lora_rank is None:
+        state["w_q.weight"] = hf["q_proj.weight"]
+    else:
+        state |= {"w_dq.weight": hf["q_a_proj.weight"], "q_norm.weight": hf["q_a_layernorm.weight"],
+                  "w_uq.weight": hf["q_b_proj.weight"]}  # fmt: skip
+    mla.load_state_dict(state)
+    return mla.train(layer.training)

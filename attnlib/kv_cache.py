@@ -111,7 +111,8 @@ class KVCache:
 
         Args:
             k_new, v_new: shape ``(B, n_kv_heads, T_new, d_head)``, the same ``B``,
-                ``n_kv_heads``, ``d_head``, dtype and device as what is cached.
+                ``n_kv_heads``, ``d_head``, dtype and device as what is cached. (``v_new`` may
+                have another last width: chapter 16's MLA caches its latent and rotated key.)
 
         Returns:
             ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first,
@@ -119,7 +120,7 @@ class KVCache:
         """
         check_kv_new(k_new, v_new)
         if self.k is not None:
-            check_kv_append(self, k_new)  # the same B, n_kv_heads, d_head, dtype and device as cached
+            check_kv_append(self, k_new, v_new)  # the same B, n_kv_heads, widths, dtype and device as cached
         T, T_new = len(self), k_new.shape[2]
         if self.window is not None:
             return self._roll(k_new, v_new)
@@ -130,8 +131,8 @@ class KVCache:
             return self.k, self.v
         check_kv_room(self, T_new)  # T + T_new <= max_tokens
         if self._buffers is None:  # the first update allocates room for max_tokens tokens
-            B, H, _, D = k_new.shape
-            self._buffers = tuple(k_new.new_empty(B, H, self.max_tokens, D) for _ in range(2))
+            B, H = k_new.shape[:2]
+            self._buffers = tuple(t.new_empty(B, H, self.max_tokens, t.shape[3]) for t in (k_new, v_new))
         k_buf, v_buf = self._buffers
         k_buf[:, :, T : T + T_new] = k_new  # write the new rows in place: (B, H, T_new, D)
         v_buf[:, :, T : T + T_new] = v_new

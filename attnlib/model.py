@@ -41,8 +41,10 @@ from torch import nn
 
 from ._checks import check_generate, check_gpt_config, check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
+from .kv_cache import KVCache
+from .latent import MultiHeadLatentAttention
 from .linear import Linear
-from .multihead import KVCache, MultiHeadAttention
+from .multihead import MultiHeadAttention
 
 __all__ = [
     "GPTConfig",
@@ -97,6 +99,12 @@ class GPTConfig:
             sliding when ``sliding_window`` is set, every layer full otherwise.
         learned_sinks: one learned logit per head that joins each row's softmax and takes
             weight without adding a value (gpt-oss).
+        attention: ``"mha"`` (default: multi-head attention, grouped with ``n_kv_heads``) or
+            ``"mla"`` (chapter 16: multi-head latent attention, DeepSeek-V2/V3; needs
+            ``positions="rope"``), with its sizes: ``kv_rank`` (the cached latent's width),
+            ``q_rank`` (None: uncompressed queries), ``d_head_rope`` (the rotated part; None:
+            ``head_dim // 2``) and ``d_head_v`` (None: ``head_dim``); ``head_dim`` is the
+            unrotated key width, ``d_head_nope``.
 
     The chapter 14 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
@@ -127,6 +135,11 @@ class GPTConfig:
     sliding_window: int | None = None
     layer_types: tuple[str, ...] | None = None
     learned_sinks: bool = False
+    attention: str = "mha"
+    kv_rank: int | None = None
+    q_rank: int | None = None
+    d_head_rope: int | None = None
+    d_head_v: int | None = None
 
     def __repr__(self) -> str:
         always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
@@ -148,6 +161,16 @@ class GPTConfig:
     def head_dim(self) -> int:
         """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it."""
         return self.d_head if self.d_head is not None else self.d_model // self.n_heads
+
+    @property
+    def mla_rope_dim(self) -> int:
+        """MLA's ``d_head_rope``, filled in: ``head_dim // 2`` unless the config sets it."""
+        return self.d_head_rope if self.d_head_rope is not None else self.head_dim // 2
+
+    @property
+    def mla_v_dim(self) -> int:
+        """MLA's ``d_head_v``, filled in: ``head_dim`` unless the config sets it."""
+        return self.d_head_v if self.d_head_v is not None else self.head_dim
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of layer ``layer`` (0-based): ``sliding_window`` for a sliding layer, None for a full one.
@@ -211,6 +234,22 @@ def make_norm(config: GPTConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
 
 
+def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
+    """The attention layer of block ``layer``: multi-head attention with the config's options
+    (chapters 6-15), or multi-head latent attention (``attention="mla"``, chapter 16)."""
+    if config.attention == "mla":
+        return MultiHeadLatentAttention(
+            config.d_model, config.n_heads, kv_rank=config.kv_rank, q_rank=config.q_rank,
+            d_head_nope=config.head_dim, d_head_rope=config.mla_rope_dim, d_head_v=config.mla_v_dim,
+            rope_base=config.rope_base, norm_eps=config.norm_eps,
+        )  # fmt: skip
+    return MultiHeadAttention(
+        config.d_model, config.n_heads, n_kv_heads=config.n_kv_heads, bias=config.bias, d_head=config.head_dim,
+        rope=config.positions == "rope", rope_base=config.rope_base, qk_norm=config.qk_norm,
+        norm_eps=config.norm_eps, sliding_window=config.layer_window(layer), learned_sinks=config.learned_sinks,
+    )  # fmt: skip
+
+
 class TransformerBlock(nn.Module):
     """One pre-norm block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
 
@@ -235,11 +274,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         d, bias = config.d_model, config.bias
         self.ln1 = make_norm(config)
-        self.attn = MultiHeadAttention(
-            d, config.n_heads, n_kv_heads=config.n_kv_heads, bias=bias, d_head=config.head_dim,
-            rope=config.positions == "rope", rope_base=config.rope_base, qk_norm=config.qk_norm,
-            norm_eps=config.norm_eps, sliding_window=config.layer_window(layer), learned_sinks=config.learned_sinks,
-        )  # fmt: skip
+        self.attn = make_attention(config, layer)
         self.ln2 = make_norm(config)
         if config.mlp == "swiglu":
             self.mlp = SwiGLU(d, config.d_ff, bias=bias)

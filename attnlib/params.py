@@ -33,6 +33,7 @@ from .model import GPTConfig
 
 __all__ = [
     "attention_params",
+    "mla_params",
     "mlp_params",
     "layernorm_params",
     "param_breakdown",
@@ -85,6 +86,28 @@ def attention_params(
     d_q = n_heads * d_head  # d_model unless the config sets d_head
     d_kv = d_q if n_kv_heads is None else n_kv_heads * d_head  # n_kv_heads * d_head
     return 2 * d_model * d_q + 2 * d_model * d_kv + (d_q + d_model + 2 * d_kv if bias else 0)
+
+
+def mla_params(
+    d_model: int, n_heads: int, kv_rank: int, q_rank: int | None, d_head_nope: int, d_head_rope: int, d_head_v: int
+) -> int:
+    """Parameters of one multi-head latent attention layer (chapter 16), no biases:
+
+    queries ``d H (n + r)`` (or ``d q_rank + q_rank + q_rank H (n + r)`` compressed, with the
+    RMSNorm's gain), the latent and the shared rotated key ``d (kv_rank + r) + kv_rank`` (with its
+    RMSNorm's gain), keys and values from the latent ``kv_rank H (n + d_v)``, the output
+    ``H d_v d``; ``n = d_head_nope``, ``r = d_head_rope``, ``H = n_heads``.
+
+    Example:
+        >>> mla_params(32, 4, kv_rank=8, q_rank=None, d_head_nope=8, d_head_rope=4, d_head_v=8)
+        3464
+        >>> from attnlib import MultiHeadLatentAttention
+        >>> count_params(MultiHeadLatentAttention(32, 4, kv_rank=8, d_head_nope=8, d_head_rope=4, d_head_v=8))
+        3464
+    """
+    d, H, n, r = d_model, n_heads, d_head_nope, d_head_rope
+    queries = d * H * (n + r) if q_rank is None else d * q_rank + q_rank + q_rank * H * (n + r)
+    return queries + d * (kv_rank + r) + kv_rank + kv_rank * H * (n + d_head_v) + H * d_head_v * d
 
 
 def mlp_params(d_model: int, d_ff: int, bias: bool = True, *, gated: bool = False) -> int:
@@ -146,7 +169,10 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     """
     ensure_instance("config", config, GPTConfig, "a GPTConfig")
     d, L, b, c = config.d_model, config.n_layers, config.bias, config
-    attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
+    if c.attention == "mla":  # chapter 16
+        attention = mla_params(d, c.n_heads, c.kv_rank, c.q_rank, c.head_dim, c.mla_rope_dim, c.mla_v_dim)
+    else:
+        attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
     qk_norm = 2 * c.head_dim if c.qk_norm else 0  # an RMSNorm gain over d_head for q and for k
     sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
@@ -199,7 +225,8 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     ``2 n_layers B T d_model`` numbers; grouped-query attention divides it by
     ``n_heads / n_kv_heads``. The weights do not depend on ``T`` or ``B``; the cache grows
     with both. A sliding layer (chapter 15) holds at most its window: ``min(T, sliding_window)``
-    tokens instead of ``T``.
+    tokens instead of ``T``. Multi-head latent attention (chapter 16) caches
+    ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1).
 
     Args:
         config: a :class:`~attnlib.model.GPTConfig` (its ``n_kv_heads`` is used).
@@ -221,4 +248,6 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     n_kv_heads = config.n_kv_heads or config.n_heads
     d_head = config.head_dim  # d_model // n_heads unless the config sets it
     held = sum(T if w is None else min(T, w) for w in map(config.layer_window, range(config.n_layers)))
+    if config.attention == "mla":  # the latent and the rotated key, whatever the heads (chapter 16)
+        return held * B * (config.kv_rank + config.mla_rope_dim) * dtype.itemsize
     return 2 * held * B * n_kv_heads * d_head * dtype.itemsize  # held: tokens summed over the layers

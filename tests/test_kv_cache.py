@@ -165,8 +165,10 @@ def test_kv_cache_bad_input():
     with raises("k_new:", "4-D", "(2, 3)"):
         cache.update(torch.zeros(2, 3), torch.zeros(2, 3))
     with raises("v_new:", "shape of k_new"):
-        cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 5))
+        cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 2, 4))  # values for 2 tokens, keys for 3
     cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    with raises("v_new:", "(1, 2, T_new, 4)", "(1, 2, 1, 5)"):  # a width of its own (MLA) must stay its own
+        cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 5))
     with raises("k_new:", "shape (1, 2, T_new, 4)", "3 tokens", "(2, 2, 1, 4)"):
         cache.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
     with raises("k_new:", "dtype torch.float32"):

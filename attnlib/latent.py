@@ -1,0 +1,181 @@
+"""Chapter 16: multi-head latent attention (MLA, DeepSeek-AI 2024, arXiv 2405.04434).
+
+Grouped-query attention (chapter 12) shrinks the cache by sharing keys and values among heads.
+MLA caches neither: it caches one small **latent** vector per token, ``c = RMSNorm(x W_DKV)`` of
+width ``kv_rank``, and every head's key and value are expanded from it::
+
+    c     = RMSNorm(x W_DKV)                  # (T, kv_rank): all that is cached, with k_rope
+    k_h   = c W_UK,h                          # (T, d_head_nope), head h's key
+    v_h   = c W_UV,h                          # (T, d_head_v),    head h's value
+
+RoPE cannot act on ``k_h``: the rotation depends on the position, so it would sit between
+``W_UK,h`` and the query and stop the absorption below. MLA adds a small rotated part instead,
+``d_head_rope`` wide, with one key shared by every head (cached beside ``c``)::
+
+    q_h   = [q_nope,h, RoPE(q_rope,h)]        # q = x W_Q (or RMSNorm(x W_DQ) W_UQ: q_rank)
+    k_h   = [c W_UK,h, RoPE(x W_KR)]          # the rotated part is the same for every head
+    score = q_h . k_h / sqrt(d_head_nope + d_head_rope)
+
+Absorption (inference): ``q_nope,h . (c W_UK,h) = (q_nope,h W_UK,h^T) . c``, so the scores can be
+taken against the cached latent without expanding any key, and ``(weights c) W_UV,h`` mixes the
+latents first and expands once: ``absorb=True`` computes the layer that way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_mla_inputs, check_mla_options
+from .attention import attention_weights
+from .kv_cache import KVCache
+from .linear import Linear
+from .masks import causal_mask
+from .multihead import merge_heads, split_heads
+from .positions import apply_rope
+
+__all__ = ["MultiHeadLatentAttention"]
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Multi-head latent attention: keys and values expanded from a cached latent (DeepSeek-V2/V3).
+
+    ``out = concat_h(softmax(q_h k_h^T / sqrt(d_head_nope + d_head_rope) + M) v_h) W_O`` with
+    ``k_h = [c W_UK,h, RoPE(x W_KR)]``, ``v_h = c W_UV,h`` and ``c = RMSNorm(x W_DKV)`` (the module
+    docstring has the whole derivation). Layers: ``w_q`` (or ``w_dq``, ``q_norm``, ``w_uq`` with
+    ``q_rank``), ``w_dkv`` ``(d_model -> kv_rank)``, ``kv_norm``, ``w_kr`` ``(d_model ->
+    d_head_rope)``, ``w_uk`` ``(kv_rank -> n_heads d_head_nope)``, ``w_uv`` ``(kv_rank -> n_heads
+    d_head_v)``, ``w_o`` ``(n_heads d_head_v -> d_model)``; every projection without bias.
+
+    A :class:`~attnlib.kv_cache.KVCache` given to ``forward`` holds the latent ``c`` as its ``k``
+    ``(B, 1, T, kv_rank)`` and the rotated key as its ``v`` ``(B, 1, T, d_head_rope)``: ``kv_rank +
+    d_head_rope`` numbers per token and layer, whatever the number of heads.
+
+    Args:
+        d_model: model width.
+        n_heads: number of heads.
+        kv_rank: width of the latent ``c`` (DeepSeek-V2/V3: 512).
+        q_rank: ``None`` (default): ``q = x W_Q``; a width: queries compressed too,
+            ``q = RMSNorm(x W_DQ) W_UQ`` (DeepSeek-V3: 1536), to save training memory, not cache.
+        d_head_nope: each head's key/query width without RoPE (default ``d_model // n_heads``; V3: 128).
+        d_head_rope: the rotated part's width, even (default ``d_head_nope // 2``; V3: 64).
+        d_head_v: each head's value width (default ``d_head_nope``; V3: 128).
+        rope_base: RoPE's frequency base.
+        absorb: compute the scores against the latent and expand the values once (same outputs
+            to float rounding; the form for generating).
+        norm_eps: the ``eps`` of the two RMSNorms (DeepSeek: 1e-6).
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mla = MultiHeadLatentAttention(d_model=32, n_heads=4, kv_rank=8, d_head_rope=4)
+        >>> x = torch.randn(2, 5, 32)                                  # (B, T, d_model)
+        >>> out, weights = mla(x, is_causal=True)
+        >>> out.shape, weights.shape
+        (torch.Size([2, 5, 32]), torch.Size([2, 4, 5, 5]))
+        >>> absorbed = MultiHeadLatentAttention(32, 4, kv_rank=8, d_head_rope=4, absorb=True)
+        >>> _ = absorbed.load_state_dict(mla.state_dict())
+        >>> torch.allclose(absorbed(x, is_causal=True)[0], out, atol=1e-5)
+        True
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        kv_rank: int,
+        q_rank: int | None = None,
+        d_head_nope: int | None = None,
+        d_head_rope: int | None = None,
+        d_head_v: int | None = None,
+        rope_base: float = 10000.0,
+        absorb: bool = False,
+        norm_eps: float = 1e-6,
+    ):
+        super().__init__()
+        sizes = check_mla_options(d_model, n_heads, kv_rank, q_rank, d_head_nope, d_head_rope, d_head_v, absorb)
+        self.d_model, self.n_heads, self.kv_rank, self.q_rank = d_model, n_heads, kv_rank, q_rank
+        self.d_head_nope, self.d_head_rope, self.d_head_v = sizes  # defaults filled in
+        self.rope_base, self.absorb = float(rope_base), absorb
+        d_qk = self.d_head_nope + self.d_head_rope  # a head's query and key width
+        if q_rank is None:
+            self.w_q = Linear(d_model, n_heads * d_qk, bias=False)  # (d_model) -> (n_heads * d_qk)
+        else:  # compressed queries: down to q_rank, an RMSNorm, up to the heads
+            self.w_dq = Linear(d_model, q_rank, bias=False)
+            self.q_norm = nn.RMSNorm(q_rank, eps=norm_eps)
+            self.w_uq = Linear(q_rank, n_heads * d_qk, bias=False)
+        self.w_dkv = Linear(d_model, kv_rank, bias=False)  # (d_model) -> (kv_rank): the latent
+        self.kv_norm = nn.RMSNorm(kv_rank, eps=norm_eps)
+        self.w_kr = Linear(d_model, self.d_head_rope, bias=False)  # the rotated key, shared by the heads
+        self.w_uk = Linear(kv_rank, n_heads * self.d_head_nope, bias=False)  # latent -> every head's key
+        self.w_uv = Linear(kv_rank, n_heads * self.d_head_v, bias=False)  # latent -> every head's value
+        self.w_o = Linear(n_heads * self.d_head_v, d_model, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        kv_cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Self-attention of ``x`` ``(B, T, d_model)``, as ``MultiHeadAttention.forward``.
+
+        Args:
+            x: ``(B, T, d_model)``.
+            positions: RoPE positions ``(T,)``; ``None`` (default): ``T_cached .. T_cached + T - 1``.
+            is_causal: position ``i`` attends to ``0 .. i`` (bottom-right aligned after a cache).
+            need_weights: True (default) computes the weights step by step and returns them;
+                False uses ``F.scaled_dot_product_attention`` (not with ``absorb``) and returns None.
+            kv_cache: a :class:`~attnlib.kv_cache.KVCache`: the latents and rotated keys of the new
+                tokens are appended, and the queries attend to every cached token.
+
+        Returns:
+            ``(out (B, T, d_model), weights (B, n_heads, T, T_k) or None)``.
+        """
+        check_mla_inputs(self, x, positions, is_causal, need_weights, kv_cache)
+        B, T, _ = x.shape
+        T_cached = 0 if kv_cache is None else len(kv_cache)
+        pos = torch.arange(T_cached, T_cached + T, device=x.device) if positions is None else positions
+
+        q = self.w_q(x) if self.q_rank is None else self.w_uq(self.q_norm(self.w_dq(x)))  # (B, T, H * d_qk)
+        q = split_heads(q, self.n_heads)  # (B, T, H * d_qk) -> (B, H, T, d_qk)
+        q_nope, q_rope = q.split([self.d_head_nope, self.d_head_rope], dim=-1)
+        q_rope = apply_rope(q_rope, pos, self.rope_base)  # (B, H, T, d_head_rope)
+        c = self.kv_norm(self.w_dkv(x))[:, None]  # (B, T, kv_rank) -> (B, 1, T, kv_rank): the latent
+        k_rope = apply_rope(self.w_kr(x)[:, None], pos, self.rope_base)  # (B, 1, T, d_head_rope), one for all heads
+        if kv_cache is not None:
+            c, k_rope = kv_cache.update(c, k_rope)  # (B, 1, T_k, kv_rank), (B, 1, T_k, d_head_rope)
+        T_k = c.shape[2]
+        mask = None
+        if is_causal and T_cached:  # new tokens after cached ones: the triangle at the bottom right
+            mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
+        elif is_causal:
+            mask = causal_mask(T, T_k, device=x.device)
+        scale = 1 / math.sqrt(self.d_head_nope + self.d_head_rope)
+
+        if self.absorb:  # scores against the latent: q_nope,h W_UK,h^T . c, no key expanded
+            W_uk = self.w_uk.weight.view(self.n_heads, self.d_head_nope, self.kv_rank)  # (H, d_head_nope, kv_rank)
+            q_latent = q_nope @ W_uk  # (B, H, T, d_head_nope) @ (H, d_head_nope, kv_rank) -> (B, H, T, kv_rank)
+            scores = (q_latent @ c.mT + q_rope @ k_rope.mT) * scale  # (B, H, T, T_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)  # (B, H, T, T_k)
+            mixed = weights @ c  # (B, H, T, T_k) @ (B, 1, T_k, kv_rank) -> (B, H, T, kv_rank): latents mixed
+            W_uv = self.w_uv.weight.view(self.n_heads, self.d_head_v, self.kv_rank)  # (H, d_head_v, kv_rank)
+            y = mixed @ W_uv.mT  # (B, H, T, kv_rank) @ (H, kv_rank, d_head_v) -> (B, H, T, d_head_v)
+        else:  # expand every head's key and value from the latent, then attend as usual
+            k_nope = split_heads(self.w_uk(c[:, 0]), self.n_heads)  # (B, T_k, kv_rank) -> (B, H, T_k, d_head_nope)
+            v = split_heads(self.w_uv(c[:, 0]), self.n_heads)  # (B, T_k, kv_rank) -> (B, H, T_k, d_head_v)
+            k = torch.cat([k_nope, k_rope.expand(B, self.n_heads, T_k, -1)], dim=-1)  # (B, H, T_k, d_qk)
+            q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, T, d_qk)
+            if need_weights:
+                weights = attention_weights(q, k, mask, scale=scale)  # (B, H, T, T_k)
+                y = weights @ v  # (B, H, T, d_head_v)
+            else:
+                weights = None
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (B, H, T, d_head_v)
+        out = self.w_o(merge_heads(y))  # (B, H, T, d_head_v) -> (B, T, H * d_head_v) -> (B, T, d_model)
+        return out, (weights if need_weights else None)

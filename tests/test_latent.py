@@ -1,0 +1,170 @@
+"""Chapter 16: multi-head latent attention against transformers' DeepseekV3Attention (small random
+configs, nothing downloaded), its absorbed form against the naive one, its cache against the closed form."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnlib
+from attnlib import GPT, AttnlibError, GPTConfig, KVCache, MultiHeadLatentAttention
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds  # noqa: E402
+
+D, H, RANK, ROPE, NOPE, V = 32, 4, 16, 8, 12, 10
+
+
+def _hf_layer(q_rank, **overrides):
+    sizes = dict(
+        vocab_size=50, hidden_size=D, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=H, num_key_value_heads=H, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+        topk_group=1, kv_lora_rank=RANK, q_lora_rank=q_rank, qk_rope_head_dim=ROPE, qk_nope_head_dim=NOPE,
+        v_head_dim=V, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, first_k_dense_replace=1,
+    )  # fmt: skip
+    config = transformers.DeepseekV3Config(**{**sizes, **overrides})
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    layer = ds.DeepseekV3Attention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for p in layer.parameters():  # matrices N(0, 0.3), the RMSNorms' gains around 1
+            p.normal_(0, 0.3) if p.dim() > 1 else p.normal_(1, 0.1)
+    return layer, config
+
+
+def _hf_run(layer, config, x, start=0, cache=None):
+    """transformers' layer on x, whose tokens are start .. start + T - 1, causal (after a cache's tokens)."""
+    B, T, _ = x.shape
+    positions = torch.arange(start, start + T)[None].expand(B, T)
+    cos_sin = ds.DeepseekV3RotaryEmbedding(config)(x, positions)
+    allowed = attnlib.causal_mask(T, start + T, align="bottom_right")
+    return layer(x, cos_sin, attnlib.float_mask(allowed)[None, None], cache=cache)
+
+
+@pytest.mark.parametrize("q_rank", [None, 24], ids=["uncompressed-q", "compressed-q"])
+@pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
+def test_from_hf_equals_deepseek_v3_attention(q_rank, absorb):
+    layer, config = _hf_layer(q_rank)
+    mine = attnlib.from_hf(layer)
+    assert isinstance(mine, MultiHeadLatentAttention) and (mine.kv_rank, mine.q_rank) == (RANK, q_rank)
+    assert attnlib.count_params(mine) == sum(p.numel() for p in layer.parameters())
+    mine.absorb = absorb
+    x = torch.randn(2, 9, D)
+    expected, hf_weights = _hf_run(layer, config, x)
+    out, weights = mine(x, is_causal=True)
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert torch.allclose(weights, hf_weights, atol=1e-6)
+    if not absorb:
+        assert torch.allclose(mine(x, is_causal=True, need_weights=False)[0], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
+def test_through_the_cache_equals_transformers_cache(absorb):
+    """Chunks of 3, 1, 1 and 4 tokens: attnlib's cache (the latent and the rotated key) and
+    transformers' DynamicCache give the same outputs as each other and as the whole sequence."""
+    layer, config = _hf_layer(24)
+    mine = attnlib.from_hf(layer)
+    mine.absorb = absorb
+    x = torch.randn(2, 9, D)
+    whole, _ = _hf_run(layer, config, x)
+    hf_cache, cache, start = transformers.DynamicCache(config=config), KVCache(), 0
+    for n in (3, 1, 1, 4):
+        expected, _ = _hf_run(layer, config, x[:, start : start + n], start, hf_cache)
+        out, _ = mine(x[:, start : start + n], is_causal=True, kv_cache=cache)
+        assert torch.allclose(out, expected, atol=1e-5) and torch.allclose(out, whole[:, start : start + n], atol=1e-5)
+        start += n
+        assert tuple(cache.k.shape) == (2, 1, start, RANK) and tuple(cache.v.shape) == (2, 1, start, ROPE)
+    assert cache.nbytes == 2 * 9 * (RANK + ROPE) * 4  # B * T * (kv_rank + d_head_rope) float32 numbers
+
+
+def test_absorbed_equals_naive_and_expands_no_key():
+    torch.manual_seed(1)
+    naive = MultiHeadLatentAttention(48, 6, kv_rank=12, q_rank=20, d_head_nope=8, d_head_rope=6, d_head_v=5)
+    absorbed = MultiHeadLatentAttention(48, 6, kv_rank=12, q_rank=20, d_head_nope=8, d_head_rope=6, d_head_v=5,
+                                        absorb=True)  # fmt: skip
+    absorbed.load_state_dict(naive.state_dict())
+    x = torch.randn(3, 7, 48)
+    out, weights = naive(x, is_causal=True)
+    out_a, weights_a = absorbed(x, is_causal=True)
+    assert torch.allclose(out, out_a, atol=1e-5) and torch.allclose(weights, weights_a, atol=1e-6)
+    calls = []
+    hooks = [m.register_forward_hook(lambda *a, name=name: calls.append(name)) for name, m in absorbed.named_modules()]
+    absorbed(x, is_causal=True)
+    for hook in hooks:
+        hook.remove()
+    assert "w_uk" not in calls and "w_uv" not in calls  # their weights are used, the layers never run
+    # the absorbed score of head h is q_nope,h W_UK,h^T . c: the same number as q_nope,h . (c W_UK,h)
+    c, q_nope = torch.randn(5, 12), torch.randn(8)
+    W_uk = naive.w_uk.weight.view(6, 8, 12)[2]  # head 2: (d_head_nope, kv_rank)
+    assert torch.allclose((q_nope @ W_uk) @ c.T, q_nope @ (c @ W_uk.T).T, atol=1e-5)
+
+
+@pytest.mark.parametrize("q_rank", [None, 12])
+def test_mla_model_generates_the_same_with_and_without_cache(q_rank):
+    config = GPTConfig(
+        vocab_size=31, context_length=40, d_model=32, n_layers=2, n_heads=4, bias=False, positions="rope",
+        norm="rmsnorm", mlp="swiglu", attention="mla", kv_rank=8, q_rank=q_rank, d_head_rope=4,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() > 1:
+                p.normal_(0, 1.0 if "emb" in name else 2 / p.shape[-1] ** 0.5)
+    assert attnlib.count_params(model) == attnlib.gpt_params(config)
+    ids = torch.randint(0, 31, (2, 5), generator=torch.Generator().manual_seed(3))
+    out = model.generate(ids, 25)
+    assert torch.equal(out, model.generate(ids, 25, use_cache=False))
+    assert len(set(out[:, 5:].flatten().tolist())) > 3
+    caches = model._caches(30, None, 0)
+    model(out[:, :30], kv_cache=caches)
+    measured = sum(c.nbytes for c in caches)
+    assert measured == attnlib.kv_cache_bytes(config, T=30, B=2) == 2 * 30 * 2 * (8 + 4) * 4  # layers B T (r+rope) 4
+
+
+def test_cache_bytes_at_published_sizes_follow_table_1():
+    """DeepSeek-V2's Table 1: MLA caches (kv_rank + d_head_rope) * n_layers elements per token, MHA
+    2 n_heads d_head n_layers; checked on layers built small (the same formula) and at V3's sizes."""
+    v3 = dict(vocab_size=129280, context_length=4096, d_model=7168, n_layers=61, n_heads=128, positions="rope",
+              norm="rmsnorm", mlp="swiglu", bias=False)  # fmt: skip
+    mla = GPTConfig(**v3, attention="mla", kv_rank=512, q_rank=1536, d_head_rope=64, d_head_v=128, d_head=128)
+    mha = GPTConfig(**v3, d_head=128)
+    per_token = attnlib.kv_cache_bytes(mla, T=1, dtype=torch.bfloat16)
+    assert per_token == (512 + 64) * 61 * 2
+    assert attnlib.kv_cache_bytes(mha, T=1, dtype=torch.bfloat16) == 2 * 128 * 128 * 61 * 2
+    with torch.device("meta"):
+        layer = attnlib.model.make_attention(mla)
+    assert attnlib.count_params(layer) == attnlib.mla_params(7168, 128, 512, 1536, 128, 64, 128)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [({"rope_interleave": False}, "rope_interleave"), ({"num_key_value_heads": 2}, "num_key_value_heads")],
+)
+def test_from_hf_names_what_it_does_not_build(overrides, match):
+    layer, _ = _hf_layer(None, **overrides)
+    with pytest.raises(AttnlibError, match=match):
+        attnlib.from_hf(layer)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"attention": "mla"}, "kv_rank"),
+        ({"attention": "mla", "kv_rank": 8, "positions": "learned"}, "rope"),
+        ({"attention": "mla", "kv_rank": 8, "n_kv_heads": 2}, "n_kv_heads"),
+        ({"kv_rank": 8}, "mla"),
+        ({"attention": "gqa"}, "attention"),
+        ({"attention": "mla", "kv_rank": 8, "d_head_rope": 3}, "d_head_rope"),
+    ],
+)
+def test_mla_config_is_checked(kwargs, match):
+    base = dict(vocab_size=31, context_length=16, d_model=32, n_layers=1, n_heads=4, positions="rope")
+    with pytest.raises(AttnlibError, match=match):
+        GPTConfig(**{**base, **kwargs})
+
+
+def test_mla_takes_no_rolling_cache():
+    layer = MultiHeadLatentAttention(16, 2, kv_rank=4)
+    with pytest.raises(AttnlibError, match="window"):
+        layer(torch.randn(1, 3, 16), is_causal=True, kv_cache=KVCache(window=2))

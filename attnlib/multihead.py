@@ -289,7 +289,7 @@ class MultiHeadAttention(nn.Module):
             q, k = apply_rope(q, pos, self.rope_base), apply_rope(k, pos, self.rope_base)
         windowed = self.sliding_window is not None or (kv_cache is not None and kv_cache.window is not None)
         if kv_cache is not None:
-            held = kv_cache.positions  # (T_cached,): the cached tokens' positions, before this update
+            held = kv_cache.positions if windowed else None  # (T_cached,): the cached tokens' positions, if needed
             k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
         if streaming and self.rope:  # rotate by the index in the cache: positions stay below sinks + window
             index = torch.arange(T_k, device=x.device)  # (T_k,)

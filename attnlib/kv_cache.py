@@ -102,9 +102,12 @@ class KVCache:
         return 0 if self.k is None else self.k.nbytes + self.v.nbytes
 
     def __repr__(self) -> str:
-        shape = None if self.k is None else tuple(self.k.shape)
         rolling = "" if self.window is None else f", window={self.window}, sinks={self.sinks}, seen={self.seen}"
-        return f"KVCache(T_cached={len(self)}, k and v of shape {shape}{rolling})"
+        if self.k is not None and self.v.shape != self.k.shape:  # MLA: a latent and a rotated key
+            shapes = f"k of shape {tuple(self.k.shape)}, v of shape {tuple(self.v.shape)}"
+        else:
+            shapes = f"k and v of shape {None if self.k is None else tuple(self.k.shape)}"
+        return f"KVCache(T_cached={len(self)}, {shapes}{rolling})"
 
     def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new tokens' keys and values; return all of them, then evict (with a window).

@@ -814,3 +814,6 @@ def _growth_series(scales, series, n_keys, bound) -> tuple[np.ndarray, dict]:
     if bound is not None:
         ensure_number("bound", bound, "None or a positive number", lambda v: 0 < v < math.inf)
     return x, curves
+
+
+from .explore import explore  # noqa: E402, F401  (attnlib.plot.explore: the code is in explore.py)

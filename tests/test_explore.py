@@ -1,0 +1,316 @@
+"""attnlib.plot.explore: the attention explorer's HTML (unit tests) and its behaviour in
+headless Chromium with real mouse and keyboard events (marked slow; network blocked).
+
+The browser test uses Debian's /usr/bin/chromium and /usr/bin/chromedriver as test_browser.py
+does; without them it is skipped, under CI (CI=true) it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import plot
+from attnlib._validate import AttnlibError
+from attnlib.explore import Explorer
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
+
+
+def _weights(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(*shape, generator=g) * 2, dim=-1)
+
+
+def _data(page: str) -> dict:
+    found = re.search(r'<script type="application/json" class="attnx-data">(.*?)</script>', page, re.S)
+    return json.loads(found.group(1))
+
+
+# Shapes ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("weights", "shape"),
+    [
+        (_weights(6, 6), (1, 1, 1, 6, 6)),
+        (_weights(3, 6, 6), (1, 1, 3, 6, 6)),
+        ([_weights(3, 6, 6, seed=1), _weights(3, 6, 6, seed=2)], (1, 2, 3, 6, 6)),
+        (_weights(2, 3, 6, 6), (1, 2, 3, 6, 6)),
+        (_weights(3, 6, 6).numpy(), (1, 1, 3, 6, 6)),
+    ],
+)
+def test_shapes_accepted(weights, shape):
+    ex = plot.explore(weights, TOKENS)
+    assert isinstance(ex, Explorer)
+    assert ex.weights.shape == shape
+    assert ex.queries == TOKENS and ex.tokens == TOKENS
+    assert ex.heads == [str(h) for h in range(shape[2])] and ex.layers == [str(i) for i in range(shape[1])]
+
+
+def test_steps_and_labels():
+    ws = [[_weights(2, 6, 6, seed=s), _weights(2, 6, 6, seed=s + 9)] for s in range(3)]
+    ex = plot.explore(ws, TOKENS, steps=[0, 100, 200], heads=["a", "b"], layers=["L0", "L1"])
+    assert ex.weights.shape == (3, 2, 2, 6, 6)
+    assert ex.steps == ["0", "100", "200"] and ex.heads == ["a", "b"]
+
+
+def test_default_queries_are_the_last_tokens():
+    ex = plot.explore(_weights(2, 6), TOKENS)
+    assert ex.queries == ["the", "mat"]
+    assert plot.explore(_weights(2, 6), TOKENS, queries=["q1", "q2"]).queries == ["q1", "q2"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: plot.explore(_weights(6), TOKENS), r"weights: expected a tensor \(T_q, T_k\).*received tensor"),
+        (lambda: plot.explore(_weights(1, 1, 1, 6, 6), TOKENS), r"weights: expected a tensor"),
+        (lambda: plot.explore(torch.ones(6, 6, dtype=torch.long), TOKENS), "floating-point"),
+        (lambda: plot.explore([_weights(2, 6, 6), _weights(3, 6, 6)], TOKENS), r"layers of one shape"),
+        (lambda: plot.explore([], TOKENS), "empty list"),
+        (lambda: plot.explore(_weights(6, 6) * 2, TOKENS), r"in \[0, 1\].*received values from"),
+        (lambda: plot.explore(torch.full((6, 6), float("nan")), TOKENS), "NaN"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS[:5]), r"tokens: expected a list of 6 str \(T_k = 6\)"),
+        (lambda: plot.explore(_weights(6, 6), "the cat sat on the mat"), "tokens: expected a list of 6 str"),
+        (lambda: plot.explore(_weights(7, 6), TOKENS), r"queries: expected 7 query tokens"),
+        (lambda: plot.explore(_weights(2, 6), TOKENS, queries=["a"]), r"queries: expected a list of 2 str"),
+        (lambda: plot.explore(_weights(3, 6, 6), TOKENS, heads=["a"]), r"heads: expected a list of 3 labels"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS, steps=[0, 1]), r"weights: expected a list of 2"),
+        (lambda: plot.explore([_weights(6, 6)] * 2, TOKENS, steps=[0]), r"weights: expected a list of 1"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS, mask=torch.ones(6, 6)), "mask: expected a bool tensor"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS, mask=torch.ones(5, dtype=torch.bool)), r"broadcastable"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS, mask=torch.ones(6, 6).tril() == 0), r"mask is False"),
+        (lambda: plot.explore(_weights(6, 6), TOKENS, title=3), "title: expected None or a str"),
+    ],
+)
+def test_refused_with_clear_errors(call, message):
+    with pytest.raises(AttnlibError, match=message):
+        call()
+
+
+def test_mask_broadcasts_and_is_stored():
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    w = torch.softmax(torch.randn(2, 6, 6).masked_fill(~causal, float("-inf")), dim=-1)
+    ex = plot.explore(w, TOKENS, mask=causal)
+    assert _data(ex._repr_html_())["mask"] == causal.long().tolist()
+    padding = torch.tensor([True] * 5 + [False])  # (T_k,): the last key is padding
+    w = torch.softmax(torch.randn(6, 6).masked_fill(~padding, float("-inf")), dim=-1)
+    assert plot.explore(w, TOKENS, mask=padding).mask.shape == (6, 6)
+
+
+# The HTML ----------------------------------------------------------------------------------------
+
+
+def test_deterministic_bytes():
+    make = lambda: plot.explore(_weights(3, 6, 6), TOKENS, title="three heads")._repr_html_()
+    assert make() == make()
+    other = plot.explore(_weights(3, 6, 6, seed=1), TOKENS, title="three heads")._repr_html_()
+    ids = {re.search(r'id="(attnx-[0-9a-f]+)"', page).group(1) for page in (make(), other)}
+    assert len(ids) == 2  # the id is derived from the inputs
+
+
+def test_size_budget():
+    """The budget the module states: at most 60 kB for 2 layers x 12 heads x 16 x 16."""
+    tokens = [f"tok{i}" for i in range(16)]
+    page = plot.explore(_weights(2, 12, 16, 16), tokens, title="a budget")._repr_html_()
+    assert len(page.encode()) <= 60_000, len(page.encode())
+
+
+def test_self_contained():
+    page = plot.explore([_weights(3, 6, 6)] * 2, TOKENS, steps=[0, 1], title="t")._repr_html_()
+    for outside in ("http", "//cdn", "<link", "src=", "@import", "url("):
+        assert outside not in page, outside
+    assert "<style>" in page and "<script>" in page
+
+
+def test_json_holds_the_weights_rounded():
+    w = _weights(2, 3, 6, 6)
+    data = _data(plot.explore(w, TOKENS)._repr_html_())
+    stored = np.array(data["w"]) / data["scale"]
+    assert stored.shape == (1, 2, 3, 6, 6)
+    np.testing.assert_array_equal(stored[0], np.round(w.double().numpy(), 4))
+
+
+def test_tokens_are_escaped():
+    page = plot.explore(_weights(2, 2), ["</script><b>", "a&b"])._repr_html_()
+    assert "</script><b>" not in page and "&lt;/script&gt;&lt;b&gt;" in page
+
+
+def test_words_carry_i18n_keys_and_translate(monkeypatch):
+    page = plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_()
+    for word in ("queries", "keys", "head", "all heads", "weights of"):
+        assert f'data-i18n="{word}">{word}<' in page
+    monkeypatch.setenv("ATTNLIB_LANG", "zh_CN")
+    assert plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_() != page  # a different page (and id)
+
+
+# In the browser ----------------------------------------------------------------------------------
+
+
+def _require_browser():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        message = f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + ": required under CI")
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1200",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _shown(driver) -> dict[int, list[float]]:
+    """The numbers the table shows, {head: [weight or nan (masked) per key]}."""
+    rows = driver.find_elements("css selector", ".attnx-table tbody tr")
+    shown = {}
+    for row in rows:
+        cells = row.find_elements("css selector", "td")
+        shown[int(row.get_attribute("data-head"))] = [
+            float("nan") if "attnx-masked" in c.get_attribute("class") else float(c.text) for c in cells
+        ]
+    return shown
+
+
+def _expect(driver, weights: np.ndarray, i: int, heads, mask: np.ndarray | None = None) -> None:
+    """The table shows row ``i`` of ``weights`` (n_heads, T_q, T_k) for ``heads``, masked keys as masked."""
+    if mask is not None:
+        weights = np.where(mask, weights, np.nan)
+    shown = _shown(driver)
+    assert sorted(shown) == list(heads)
+    for h in heads:
+        np.testing.assert_allclose(shown[h], weights[h, i], atol=0.005 + 1e-9, err_msg=f"head {h}, query {i}")
+    pressed = driver.find_elements("css selector", ".attnx-q.attnx-on")
+    assert [int(q.get_attribute("data-q")) for q in pressed] == [i]
+
+
+@pytest.mark.slow
+def test_in_the_browser(browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    steps = [[_weights(3, 6, 6, seed=10 * s + layer) for layer in range(2)] for s in range(3)]
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    steps = [[(w * causal) / (w * causal).sum(-1, keepdim=True) for w in layers] for layers in steps]
+    ex = plot.explore(steps, TOKENS, steps=[0, 50, 100], layers=["L0", "L1"], mask=causal, title="explorer")
+    w = ex.weights  # (step, layer, head, T_q, T_k)
+    page = tmp_path / "explore.html"
+    page.write_text(
+        f'<!doctype html><html><head><meta charset="utf-8"><title>t</title></head><body>'
+        f"<h1 id='away'>away</h1>{ex._repr_html_()}</body></html>",
+        encoding="utf-8",
+    )
+    browser.get_log("browser"), browser.get_log("performance")
+    browser.get(page.as_uri())
+    queries = browser.find_elements("css selector", ".attnx-q")
+    away = browser.find_element("id", "away")
+    act = lambda: ActionChains(browser)
+    s, layer = 2, 0  # the default view: the last step, the first layer, all heads
+
+    # hover query i: its row, for every head; masked keys shown as masked
+    for i in (0, 3, 5):
+        act().move_to_element(queries[i]).perform()
+        _expect(browser, w[s, layer], i, range(3), causal.numpy())
+        masked = browser.find_elements("css selector", ".attnx-table td.attnx-masked")
+        assert len(masked) == 3 * (5 - i)
+    act().move_to_element(away).perform()
+    assert _shown(browser) == {}
+
+    # click pins: moving away keeps the row; clicking again unpins
+    act().move_to_element(queries[4]).click().move_to_element(away).perform()
+    _expect(browser, w[s, layer], 4, range(3), causal.numpy())
+    assert queries[4].get_attribute("aria-pressed") == "true"
+    act().move_to_element(queries[1]).perform()
+    _expect(browser, w[s, layer], 1, range(3), causal.numpy())  # hovering another query shows it...
+    act().move_to_element(away).perform()
+    _expect(browser, w[s, layer], 4, range(3), causal.numpy())  # ...and the pinned row comes back
+    act().move_to_element(queries[4]).click().move_to_element(away).click().perform()
+    assert _shown(browser) == {}
+
+    # keyboard: Tab reaches the first query, arrows move, Enter pins
+    browser.find_element("tag name", "body").click()
+    act().send_keys(Keys.TAB).perform()
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("class").startswith("attnx-") and focused.tag_name in ("select", "button")
+    while "attnx-q" not in (browser.switch_to.active_element.get_attribute("class") or ""):
+        act().send_keys(Keys.TAB).perform()
+    # roving tabindex: Tab lands on the query last focused (4, clicked above); Home goes to the first
+    assert browser.switch_to.active_element.get_attribute("data-q") == "4"
+    act().send_keys(Keys.HOME).perform()
+    assert browser.switch_to.active_element.get_attribute("data-q") == "0"
+    act().send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_UP, Keys.ENTER).perform()
+    act().move_to_element(away).perform()
+    assert browser.switch_to.active_element.get_attribute("data-q") == "2"
+    _expect(browser, w[s, layer], 2, range(3), causal.numpy())
+    assert queries[2].get_attribute("aria-pressed") == "true"
+
+    # the selectors: head, layer, step (query 2 stays pinned)
+    Select(browser.find_element("css selector", ".attnx-head")).select_by_value("1")
+    _expect(browser, w[s, layer], 2, [1], causal.numpy())
+    shown_by_key = [e.text for e in browser.find_elements("css selector", ".attnx-k .attnx-v")]
+    np.testing.assert_allclose([float(v) for v in shown_by_key[:3]], w[s, layer, 1, 2, :3], atol=0.005 + 1e-9)
+    assert shown_by_key[3:] == ["masked"] * 3
+    Select(browser.find_element("css selector", ".attnx-layer")).select_by_value("1")
+    layer = 1
+    _expect(browser, w[s, layer], 2, [1], causal.numpy())
+    slider = browser.find_element("css selector", ".attnx-step")
+    act().click(slider).perform()  # the middle of the slider: step 1
+    act().send_keys(Keys.HOME).perform()
+    s = 0
+    _expect(browser, w[s, layer], 2, [1], causal.numpy())
+    assert browser.find_element("css selector", ".attnx-step-label").text == "0"
+    act().send_keys(Keys.ARROW_RIGHT).perform()
+    s = 1
+    _expect(browser, w[s, layer], 2, [1], causal.numpy())
+    assert browser.find_element("css selector", ".attnx-step-label").text == "50"
+    Select(browser.find_element("css selector", ".attnx-head")).select_by_value("-1")
+    _expect(browser, w[s, layer], 2, range(3), causal.numpy())
+
+    # no console errors, no request leaving the page
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+    urls = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    assert page.as_uri() in urls
+    # the browser's own resources (chrome://, data:) never leave the machine; anything else would
+    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
+    assert not leaving, leaving

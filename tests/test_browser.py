@@ -17,33 +17,18 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
-import shutil
 import threading
 from pathlib import Path
 
 import pytest
+from _chromium import require_browser, start_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 
 pytestmark = pytest.mark.slow
-
-
-def _require_browser():
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        message = (
-            f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found; "
-            "`apt-get install chromium chromium-driver`)"
-        )
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(message + ": required under CI")
-        pytest.skip(message)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -54,7 +39,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site(book_build):
     """The built book served on 127.0.0.1 (a free port), for the length of the module."""
-    _require_browser()
+    require_browser()
     assert book_build.returncode == 0, "the book did not build; see test_book.py"
     handler = functools.partial(_QuietHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -65,31 +50,7 @@ def site(book_build):
 
 @pytest.fixture(scope="module")
 def browser(site, tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,1600",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-        # the network is blocked: every host but loopback fails to resolve
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
 

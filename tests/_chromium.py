@@ -1,0 +1,59 @@
+"""Debian's headless Chromium for the browser tests (tests/test_browser.py, tests/test_explore.py).
+
+`/usr/bin/chromium` and `/usr/bin/chromedriver` (never a downloaded browser), driven by selenium,
+with every host name but 127.0.0.1 failing to resolve: a page that asks the network shows it in
+the performance log, which the tests read. Without the browser a test is skipped, with a message
+saying so; under CI (`CI=true`) a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+def require_browser() -> None:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        message = (
+            f"browser test needs Debian's chromium and chromium-driver ({', '.join(missing)} not found; "
+            "`apt-get install chromium chromium-driver`)"
+        )
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + ": required under CI")
+        pytest.skip(message)
+
+
+def start_chromium(profile_dir, height: int = 1600, timeout: float = 60):
+    """A headless Chromium (selenium's driver), the network blocked, logging the console and requests."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--window-size=1280,{height}",
+        f"--user-data-dir={profile_dir}",
+        # the network is blocked: every host but loopback fails to resolve
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(timeout)
+    driver.set_script_timeout(timeout)
+    return driver

@@ -12,10 +12,13 @@ spreads over the cores and streams; for every other input it is ``nn.Linear`` it
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 
 
+@functools.cache  # called by every one-token product: computed once per width
 def row_blocks(d_out: int) -> int | None:
     """How many blocks of rows ``Linear`` splits a ``(d_out, d_in)`` weight into for one token.
 
@@ -54,5 +57,8 @@ class Linear(nn.Linear):
         # (strides (1, d_in)), MKL runs SGEMM_BATCH(T,N), fast; from x.reshape(1, -1, 1) it runs
         # SGEMM_BATCH(N,N), several times slower (benchmarks/README.md).
         col = x.reshape(1, -1).T.expand(c, -1, 1)
-        y = torch.bmm(W, col).reshape(*x.shape[:-1], self.out_features)  # (c, d_out/c, 1) -> (..., d_out)
-        return y if self.bias is None else y + self.bias
+        if self.bias is None:
+            y = torch.bmm(W, col)  # (c, d_out/c, 1)
+        else:  # b + W x in one call: (d_out,) -> (c, d_out/c, 1)
+            y = torch.baddbmm(self.bias.view(c, -1, 1), W, col)
+        return y.reshape(*x.shape[:-1], self.out_features)  # (c, d_out/c, 1) -> (..., d_out)

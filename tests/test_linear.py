@@ -61,9 +61,12 @@ def test_a_weight_that_is_not_contiguous_takes_nn_linears_product():
     layer = Linear(32, 64)
     layer.weight = nn.Parameter(torch.randn(32, 64).T)  # (64, 32), a transposed view
     x = torch.randn(1, 32)
-    with mock.patch("attnlib.linear.torch.bmm", wraps=torch.bmm) as bmm:
+    with (
+        mock.patch("attnlib.linear.torch.bmm", wraps=torch.bmm) as bmm,
+        mock.patch("attnlib.linear.torch.baddbmm", wraps=torch.baddbmm) as baddbmm,
+    ):
         y = layer(x)
-    assert bmm.call_count == 0
+    assert bmm.call_count == baddbmm.call_count == 0
     torch.testing.assert_close(y, F.linear(x, layer.weight, layer.bias))
 
 
@@ -77,6 +80,11 @@ def test_a_cached_decoding_step_uses_the_row_blocked_product_in_every_layer():
     cache = [attnlib.KVCache() for _ in model.blocks]
     with torch.no_grad():
         model(torch.tensor([[1, 2, 3]]), kv_cache=cache)
-        with mock.patch("attnlib.linear.torch.bmm", wraps=torch.bmm) as bmm:
+        with (
+            mock.patch("attnlib.linear.torch.bmm", wraps=torch.bmm) as bmm,
+            mock.patch("attnlib.linear.torch.baddbmm", wraps=torch.baddbmm) as baddbmm,
+        ):
             model(torch.tensor([[4]]), kv_cache=cache)
-    assert bmm.call_count == len(layers)  # every matrix of the step, the output head included
+    # every matrix of the step, the output head included: with a bias b + W x (baddbmm), without W x (bmm)
+    assert baddbmm.call_count == sum(m.bias is not None for m in layers) > 0
+    assert bmm.call_count == sum(m.bias is None for m in layers) > 0

@@ -21,6 +21,10 @@ JSON, rounded to 4 decimals and written as integers in ten-thousandths (``0.4213
 Size budget: at most 60 kB for 2 layers x 12 heads x 16 queries x 16 keys (one step); the
 page grows by about 5 bytes per stored weight.
 
+Until its script runs the view is still, and says so: JupyterLab runs the script of a saved
+output only in a notebook it trusts (one it has executed), so a notebook opened from a clone shows
+the still view until its cells run; the book's pages and a cell just run show the live one.
+
 Colour is never the only cue: the numbers are shown as text, the pinned query is bold and
 the masked keys are labelled. The words the view shows go through ``attnlib.i18n.tr`` (the
 reader's ``ATTNLIB_LANG``) and carry their English text in a ``data-i18n`` attribute.
@@ -50,6 +54,9 @@ SCALE = 10_000  # weights stored as integers in ten-thousandths: 4 decimals
 # The words the view shows (English msgids, looked up with tr).
 WORDS = ("queries", "keys", "layer", "head", "all heads", "step", "masked", "weights of")
 HINT = "Hover or focus a query to see its weights; click it or press Enter to pin it."
+# What the page says until its script runs: JupyterLab runs the scripts of a saved output only in a
+# notebook it trusts (one it executed itself), so a notebook opened from a clone shows this until the cell runs.
+STILL = "A still view: run this cell to point at the queries (JupyterLab runs a saved output's script only in a trusted notebook)."
 
 
 class Explorer:
@@ -87,7 +94,8 @@ class Explorer:
             "colors": [OKABE_ITO[h % len(OKABE_ITO)] for h in range(len(self.heads))],
             "heads": self.heads,
             "steps": self.steps,
-            "text": {word: tr(word) for word in ("masked",)},
+            "text": {"masked": tr("masked"), "hint": tr(HINT)},
+            "hint": HINT,  # the English key of the hint, for data-i18n
         }
 
     def _repr_html_(self) -> str:
@@ -304,7 +312,7 @@ def render(ex: Explorer) -> str:
         f'<table class="attnx-table"><caption>{_word("weights of")} <b class="attnx-which">–</b></caption>'
         f'<thead><tr><th scope="col">{_word("head")}</th>{header}</tr></thead>'
         f'<tbody aria-live="polite"></tbody></table>'
-        f'<p class="attnx-hint" data-i18n="{esc(HINT)}">{esc(tr(HINT))}</p>'
+        f'<p class="attnx-hint" data-i18n="{esc(STILL)}">{esc(tr(STILL))}</p>'
         f'<script type="application/json" class="attnx-data">{data}</script>'
         f"<script>{SCRIPT.replace('__ID__', uid).replace('__ROW__', str(ROW_PX)).replace('__W__', str(LINES_PX))}"
         "</script></div>"
@@ -382,6 +390,7 @@ qs.forEach(function(q,r){
 });
 if(layer)layer.addEventListener("change",function(){st.l=+layer.value;draw();});
 if(head)head.addEventListener("change",function(){st.h=+head.value;draw();});
+var hint=root.querySelector(".attnx-hint");hint.textContent=D.text.hint;hint.dataset.i18n=D.hint;
 if(step)step.addEventListener("input",function(){st.s=+step.value;stepLabel.textContent=D.steps[st.s];draw();});
 draw();
 })();"""

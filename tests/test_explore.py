@@ -7,6 +7,7 @@ does; without them it is skipped, under CI (CI=true) it fails.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -17,7 +18,7 @@ from _chromium import require_browser, start_chromium
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
-from attnlib.explore import Explorer
+from attnlib.explore import HINT, Explorer
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -142,6 +143,17 @@ def test_tokens_are_escaped():
     assert "</script><b>" not in page and "&lt;/script&gt;&lt;b&gt;" in page
 
 
+def test_still_until_its_script_runs():
+    """Before its script runs (a saved output in a notebook JupyterLab does not trust) the page says
+    it is still; the script replaces that with the hint (checked in the browser test)."""
+    from attnlib.explore import STILL
+
+    page = plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_()
+    still = html.escape(STILL)
+    assert f'<p class="attnx-hint" data-i18n="{still}">{still}</p>' in page
+    assert _data(page)["text"]["hint"] == HINT
+
+
 def test_words_carry_i18n_keys_and_translate(monkeypatch):
     page = plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_()
     for word in ("queries", "keys", "head", "all heads", "weights of"):
@@ -206,6 +218,8 @@ def test_in_the_browser(browser, tmp_path):
     )
     browser.get_log("browser"), browser.get_log("performance")
     browser.get(page.as_uri())
+    hint = browser.find_element("css selector", ".attnx-hint")  # the script ran: the still view's notice is gone
+    assert (hint.text, hint.get_attribute("data-i18n")) == (HINT, HINT)
     queries = browser.find_elements("css selector", ".attnx-q")
     away = browser.find_element("id", "away")
     act = lambda: ActionChains(browser)

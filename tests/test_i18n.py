@@ -489,6 +489,8 @@ PLOT_FUNCTIONS = {
     "score_growth",
 }
 NOT_TEXT = {"ops", "fmt", "highlight", "ax", "annotate"}
+# the interactive views (issue 23): their only label is title= (their tokens and head names are data)
+TITLE_ONLY = {"explore", "online_softmax_player", "live_model"}
 KEPT_WORDS = {
     "token",
     "softmax",
@@ -593,7 +595,7 @@ def _figure_words(tree, bound) -> set[str]:
     entries, texts), not through attnlib.plot."""
     words = set()
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or _plot_call(node, PLOT_FUNCTIONS):
+        if not isinstance(node, ast.Call) or _plot_call(node, PLOT_FUNCTIONS | TITLE_ONLY):
             continue
         args = [k.value for k in node.keywords if k.arg in MPL_TEXT_KEYWORDS]
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
@@ -621,6 +623,10 @@ def notebook_labels(path: Path) -> set[str]:
                     args += node.args
                 for arg in args:
                     labels.update(_strings(arg, bound))
+            elif _plot_call(node, TITLE_ONLY):
+                for keyword in node.keywords:
+                    if keyword.arg == "title":
+                        labels.update(_strings(keyword.value, bound))
         if _localizes(tree):
             labels |= _figure_words(tree, bound)
     return labels

@@ -1,0 +1,394 @@
+"""Chapter 13's online softmax, one tile at a time, as a player: step forward and back, watch m, ℓ and o.
+
+``online_softmax_player(scores, values, block_size=b)`` returns an :class:`OnlineSoftmaxPlayer`;
+a notebook shows it as HTML (``_repr_html_``). It reads one query's row of scores
+``s`` (``T_k`` numbers) in tiles of ``b`` keys, as ``attnlib.online_softmax`` and
+``attnlib.tiled_attention`` do (the last tile is shorter when ``b`` does not divide ``T_k``),
+and keeps the chapter's three running quantities:
+
+    m_new = max(m, max_j s_j)                                # over the tile's keys j
+    ℓ_new = exp(m - m_new) * ℓ + sum_j exp(s_j - m_new)
+    o_new = exp(m - m_new) * o + sum_j exp(s_j - m_new) v_j  # (d_v,): with values only
+
+starting from ``m = -inf``, ``ℓ = 0``, ``o = 0``. Step ``k`` (0 .. ``n_tiles``) shows the state
+after ``k`` tiles: the tile just read (highlighted, and labelled "read in this step"), the
+running maximum ``m`` (old -> new), the rescale factor ``exp(m_old - m_new)`` (with a note
+when a new maximum arrived and the old sums were rescaled), the running sum ``ℓ`` written as
+its update ``factor x ℓ_old + tile's sum``, the unnormalised output ``o`` and the weights so
+far, ``exp(s_j - m) / ℓ`` over the keys read. After the last tile the page shows the final
+row ``exp(s - m) / ℓ`` next to ``torch.softmax(s)`` computed in Python (and ``o / ℓ`` next
+to ``softmax(s) @ V``), and marks them equal when they agree within 1e-6.
+
+The page computes the online softmax itself, in JavaScript, from the scores (an independent
+implementation: the tests compare it with PyTorch); Python only supplies the reference row.
+Controls: Back and Forward buttons, a slider over the steps, and the arrow keys (Home: the
+start, End: the end) while the player has the focus.
+
+For the tests the page exposes its current state with full precision (JavaScript's
+shortest round-trip form of each float64) on the element ``.osp-state``: ``data-step``,
+``data-m``, ``data-l``, ``data-factor`` (``-Infinity`` and ``NaN`` spelled so), ``data-w``
+(JSON, the weights so far, ``null`` for keys not read yet), ``data-o`` (JSON, or ``null``
+without values), and on ``.osp-final``: ``data-final`` (the row ``exp(s - m) / ℓ``),
+``data-out`` (``o / ℓ``), ``data-max-diff`` (the largest difference from Python's rows) and
+``data-equal`` (whether it is at most 1e-6); ``.osp-note`` has ``data-rescaled`` (whether the
+step's tile brought a new maximum).
+
+The HTML is self-contained (style, script and data inline: no network) and deterministic:
+the scores and values are stored as the float64 numbers given (shortest round-trip form)
+and Python's reference row rounded to 8 decimals, so the same inputs give the same bytes on
+every machine (the element id is a hash of them). A player is for reading by eye: at most
+``MAX_KEYS`` = 64 keys and ``MAX_DV`` = 8 value components. Size budget: at most 36 kB at that
+size with float32 inputs in full precision (about 28 kB with inputs of 2 decimals); a page of
+8 keys is about 13 kB, most of it the style and the script.
+
+Colour is never the only cue: the tile read in this step is bold and framed, and each tile
+is labelled "read", "read in this step" or "not read yet"; a new maximum is said in words;
+equality is a word and a mark. The words go through ``attnlib.i18n.tr`` (``ATTNLIB_LANG``)
+and carry their English text in a ``data-i18n`` attribute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+
+import numpy as np
+import torch
+
+from ._validate import describe, ensure_block_size, fail
+from .i18n import language, tr
+
+__all__ = ["MAX_DV", "MAX_KEYS", "OnlineSoftmaxPlayer", "online_softmax_player"]
+
+MAX_KEYS = 64  # the most keys a player shows (one row of a table, read by eye)
+MAX_DV = 8  # the most value components
+DECIMALS = 8  # Python's reference row is stored rounded to 8 decimals: the same bytes on every CPU
+TOLERANCE = 1e-6  # the page marks its final row equal to Python's within this
+
+# The words of the page (English msgids, looked up with tr); "{}" is filled in by the page.
+WORDS = (
+    "Back",
+    "Forward",
+    "step",
+    "key",
+    "score",
+    "weight so far",
+    "running maximum m",
+    "rescale factor",
+    "running sum ℓ",
+    "output o, not yet divided by ℓ",
+    "final row",
+    "this page",
+)
+HINT = "Step through the tiles with Back and Forward, the slider or the arrow keys (Home: start, End: end)."
+
+
+def _words() -> dict[str, str]:
+    """The words the script writes, by the name it knows them by, in the reader's language."""
+    return {
+        "step": tr("step {} of {}"),
+        "tile": tr("tile {}"),
+        "read": tr("read"),
+        "now": tr("read in this step"),
+        "unread": tr("not read yet"),
+        "start": tr("nothing read yet: m = −∞, ℓ = 0"),
+        "first": tr("first tile: m was −∞, nothing to rescale"),
+        "grew": tr("new maximum: the old sums are multiplied by the factor"),
+        "same": tr("no new maximum: the factor is 1"),
+        "equal": tr("equal"),
+        "different": tr("different"),
+        "diff": tr("largest difference"),
+    }
+
+
+class OnlineSoftmaxPlayer:
+    """The online softmax of one row of scores, tile by tile; shown in a notebook by ``_repr_html_``.
+
+    Attributes (as validated by :func:`online_softmax_player`):
+
+    * ``scores``: ``np.ndarray`` float64 ``(T_k,)``;
+    * ``values``: ``None`` or ``np.ndarray`` float64 ``(T_k, d_v)``;
+    * ``block_size``: int, the keys per tile (the last tile may be shorter);
+    * ``title``: ``None`` or str.
+    """
+
+    def __init__(self, scores: np.ndarray, values: np.ndarray | None, block_size: int, title: str | None):
+        self.scores, self.values, self.block_size, self.title = scores, values, block_size, title
+
+    @property
+    def n_tiles(self) -> int:
+        """``ceil(T_k / block_size)``: the steps after the start."""
+        return math.ceil(self.scores.size / self.block_size)
+
+    def __repr__(self) -> str:
+        d_v = "" if self.values is None else f", values d_v={self.values.shape[1]}"
+        return f"OnlineSoftmaxPlayer(T_k={self.scores.size}, block_size={self.block_size}, {self.n_tiles} tiles{d_v})"
+
+    def data(self) -> dict:
+        """What the page's script reads: the scores, the values (or None), the block size, Python's
+        ``softmax(s)`` and ``softmax(s) @ V`` (rounded to ``DECIMALS``) and the script's words."""
+        s = torch.from_numpy(self.scores)
+        weights = torch.softmax(s, dim=-1)  # (T_k,) float64: the reference, computed by PyTorch
+        out = None if self.values is None else weights @ torch.from_numpy(self.values)  # (T_k,) @ (T_k, d_v) -> (d_v,)
+        return {
+            "s": self.scores.tolist(),
+            "v": None if self.values is None else self.values.tolist(),
+            "b": self.block_size,
+            "softmax": [round(w, DECIMALS) for w in weights.tolist()],
+            "out": None if out is None else [round(x, DECIMALS) for x in out.tolist()],
+            "tol": TOLERANCE,
+            "text": _words(),
+        }
+
+    def _repr_html_(self) -> str:
+        return render(self)
+
+
+def online_softmax_player(scores, values=None, *, block_size: int, title: str | None = None) -> OnlineSoftmaxPlayer:
+    """A step-by-step view of the online softmax of one row of scores (see the module's docstring).
+
+    Reads ``s`` in tiles of ``block_size`` keys and shows, after each tile, ``m``, ``ℓ``, the
+    factor ``exp(m_old - m_new)`` and (with ``values``) ``o``; at the end ``exp(s - m) / ℓ``
+    next to ``softmax(s)``.
+
+    * ``scores``: one query's scores, a floating-point tensor (or numpy array) ``(T_k,)``,
+      finite, ``1 <= T_k <= 64``.
+    * ``values``: ``None`` or the value rows, a floating-point tensor ``(T_k, d_v)``,
+      finite, ``d_v <= 8``; then the page also carries the output ``o`` along.
+    * ``block_size``: the keys per tile, a positive int (need not divide ``T_k``; the last
+      tile is then shorter).
+    * ``title``: ``None`` or a heading above the player (translated as plot's titles are).
+
+    >>> import torch
+    >>> s = torch.tensor([2.0, 1.0, 4.0, 3.0, 7.0, 0.0, 5.0, 6.0])
+    >>> online_softmax_player(s, block_size=3)
+    OnlineSoftmaxPlayer(T_k=8, block_size=3, 3 tiles)
+    >>> online_softmax_player(s, torch.zeros(8, 2), block_size=2)
+    OnlineSoftmaxPlayer(T_k=8, block_size=2, 4 tiles, values d_v=2)
+    """
+    s = _array("scores", scores, f"a floating-point tensor (T_k,) of one query's scores, 1 <= T_k <= {MAX_KEYS}")
+    if s.ndim != 1 or not 1 <= s.size <= MAX_KEYS:
+        raise fail(
+            "scores", f"a floating-point tensor (T_k,) of one query's scores, 1 <= T_k <= {MAX_KEYS}", describe(scores)
+        )
+    _finite("scores", s)
+    v = None
+    if values is not None:
+        want = f"None or a floating-point tensor (T_k, d_v) = ({s.size}, d_v) with 1 <= d_v <= {MAX_DV}"
+        v = _array("values", values, want)
+        if v.ndim != 2 or v.shape[0] != s.size or not 1 <= v.shape[1] <= MAX_DV:
+            raise fail("values", want, describe(values))
+        _finite("values", v)
+    b = ensure_block_size(block_size)
+    if title is not None and not isinstance(title, str):
+        raise fail("title", "None or a str", describe(title))
+    if title is not None:
+        from .plot import _label  # a title is translated as plot's titles are (plot imports this module)
+
+        title = _label(title)
+    return OnlineSoftmaxPlayer(s, v, b, title)
+
+
+def _array(name: str, x, expected: str) -> np.ndarray:
+    """``x`` as a float64 numpy array; a floating-point tensor or numpy array is required."""
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        x = torch.from_numpy(x)
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise fail(name, expected, describe(x))
+    return x.detach().to("cpu", torch.float64).numpy().copy()
+
+
+def _finite(name: str, a: np.ndarray) -> None:
+    if not np.isfinite(a).all():
+        bad = a[~np.isfinite(a)]
+        raise fail(
+            name, "finite numbers (a player reads real scores; no -inf, inf or NaN)", f"{bad.tolist()[:3]} among them"
+        )
+
+
+# The page ------------------------------------------------------------------------------------------
+
+
+def _json(data) -> str:
+    """JSON safe inside a <script> element (no "</script>", no "<!--")."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _word(word: str, cls: str = "") -> str:
+    """A word of the page, translated, with its English msgid in ``data-i18n``."""
+    c = f' class="{cls}"' if cls else ""
+    return f'<span{c} data-i18n="{html.escape(word)}">{html.escape(tr(word))}</span>'
+
+
+def render(p: OnlineSoftmaxPlayer) -> str:
+    """The player's HTML: one <div> holding its style, its markup, its data and its script."""
+    d = p.data()
+    data = _json(d)
+    uid = "osp-" + hashlib.sha256("\n".join([data, _json(p.title), language()]).encode()).hexdigest()[:12]
+    esc = html.escape
+    t_k, b, n = p.scores.size, p.block_size, p.n_tiles
+    tiles = [(t, t * b, min(t * b + b, t_k)) for t in range(n)]
+
+    head = "".join(
+        f'<th scope="colgroup" colspan="{stop - start}" class="osp-tile" data-tile="{t}">'
+        f'{esc(tr("tile {}").replace("{}", str(t + 1)))}<br><span class="osp-status">{esc(tr("not read yet"))}</span></th>'
+        for t, start, stop in tiles
+    )
+    cells = lambda texts: "".join(f"<td>{text}</td>" for text in texts)  # key j's cell: the j-th <td> of a row
+    rows = [
+        f'<tr><th scope="row">{_word("key")}</th>' + cells(range(t_k)) + "</tr>",
+        f'<tr><th scope="row">{_word("score")} s<sub>j</sub></th>' + cells(f"{x:.2f}" for x in p.scores) + "</tr>",
+    ]
+    if p.values is not None:
+        for c in range(p.values.shape[1]):
+            rows.append(
+                f'<tr><th scope="row">v<sub>j</sub>[{c}]</th>' + cells(f"{x:.2f}" for x in p.values[:, c]) + "</tr>"
+            )
+    rows.append(
+        f'<tr class="osp-wrow"><th scope="row">{_word("weight so far")}<br>e<sup>s<sub>j</sub> − m</sup> / ℓ</th>'
+        + cells("—" for _ in range(t_k))
+        + "</tr>"
+    )
+    state = [
+        ("running maximum m", "osp-m", ""),
+        ("rescale factor", "osp-factor", " e<sup>m<sub>old</sub> − m<sub>new</sub></sup>"),
+        ("running sum ℓ", "osp-l", ""),
+    ]
+    if p.values is not None:
+        state.append(("output o, not yet divided by ℓ", "osp-o", ""))
+    state_rows = "".join(
+        f'<tr><th scope="row">{_word(word)}{formula}</th><td class="{cls}"></td></tr>' for word, cls, formula in state
+    )
+    final_rows = "".join(
+        f"<tr><th>{j}</th><td></td><td>{w:.4f}</td><td></td></tr>"  # key j: the page's, Python's, the mark
+        for j, w in enumerate(d["softmax"])
+    )
+    out_rows = ""
+    if p.values is not None:
+        out_rows = (
+            f'<tr class="osp-out-row"><th scope="row">out = o / ℓ</th><td class="osp-out"></td>'
+            f'<td>[{", ".join(f"{x:.4f}" for x in d["out"])}]</td><td class="osp-mark-out"></td></tr>'
+        )
+    reference = "softmax(s) @ V" if p.values is not None else ""
+    title = f'<div class="osp-title">{esc(p.title)}</div>' if p.title else ""
+    return (
+        f'<div class="osp" id="{uid}" tabindex="0"><style>{STYLE}</style>{title}'
+        f'<div class="osp-controls"><button type="button" class="osp-back">◀ {_word("Back")}</button>'
+        f'<input type="range" class="osp-slider" min="0" max="{n}" step="1" value="0" aria-label="{esc(tr("step"))}">'
+        f'<button type="button" class="osp-forward">{_word("Forward")} ▶</button>'
+        f'<output class="osp-step" aria-live="polite">{esc(tr("step {} of {}").replace("{}", "0", 1).replace("{}", str(n), 1))}</output></div>'
+        f'<div class="osp-scroll"><table class="osp-row"><thead><tr><th scope="col"></th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f'<div class="osp-state" data-step="0"><table>{state_rows}</table>'
+        f'<p class="osp-note" aria-live="polite"></p></div>'
+        f'<div class="osp-final" hidden><table><caption>{_word("final row")}</caption>'
+        f'<thead><tr><th scope="col">{_word("key")}</th><th scope="col">{_word("this page")}<br>e<sup>s − m</sup> / ℓ</th>'
+        f'<th scope="col">Python<br>torch.softmax(s){" / " + reference if reference else ""}</th><th scope="col"></th></tr></thead>'
+        f'<tbody class="osp-fk">{final_rows}</tbody><tbody>{out_rows}</tbody></table><p class="osp-verdict"></p></div>'
+        f'<p class="osp-hint" data-i18n="{esc(HINT)}">{esc(tr(HINT))}</p>'
+        f'<script type="application/json" class="osp-data">{data}</script>'
+        f"<script>{SCRIPT.replace('__ID__', uid)}</script></div>"
+    )
+
+
+STYLE = (
+    ".osp{font:13px/1.35 system-ui,sans-serif;max-width:100%;margin:.5em 0;padding:.3em;border-radius:4px}"
+    ".osp:focus-visible{outline:2px solid #0072B2}"
+    ".osp-title{font-weight:bold;margin-bottom:.3em}"
+    ".osp-controls{display:flex;flex-wrap:wrap;align-items:center;gap:.3em .8em;margin-bottom:.4em}"
+    ".osp-controls button{font:inherit;padding:1px 8px;cursor:pointer}"
+    '.osp-controls button[aria-disabled="true"]{opacity:.45;cursor:default}'
+    ".osp-scroll{overflow-x:auto}"
+    ".osp table{border-collapse:collapse;font-variant-numeric:tabular-nums}"
+    ".osp th,.osp td{border:1px solid rgba(128,128,128,.4);padding:1px 5px;text-align:right;white-space:nowrap}"
+    ".osp th[scope=row]{text-align:left;font-weight:normal}"
+    ".osp caption{text-align:left;font-weight:bold}"
+    ".osp-tile{font-weight:normal}"
+    ".osp-status{font-size:85%}"
+    ".osp-unread{color:#777;border-style:dashed}"
+    ".osp-seen{background:rgba(86,180,233,.18)}"
+    ".osp-now{background:rgba(230,159,0,.35);font-weight:bold;border:2px solid #000}"
+    ".osp-state table{margin-top:.5em}"
+    ".osp-state td{text-align:left}"
+    ".osp-note{margin:.3em 0}"
+    ".osp-new{color:#D55E00;font-weight:bold}"
+    ".osp-final{margin-top:.5em}"
+    ".osp-ok{color:#009E73;font-weight:bold}"
+    ".osp-bad{color:#D55E00;font-weight:bold}"
+    ".osp-hint{font-size:90%;opacity:.75;margin:.3em 0}"
+)
+
+# The script: the step k -> the online softmax after k tiles, computed here from the scores.
+SCRIPT = """(function(){
+var root=document.getElementById("__ID__");if(!root||root.dataset.ready)return;root.dataset.ready="1";
+var D=JSON.parse(root.querySelector(".osp-data").textContent),s=D.s,V=D.v,b=D.b,T=s.length;
+var n=Math.ceil(T/b),dv=V?V[0].length:0,k=0;
+function $(c){return root.querySelector(c);}
+function $$(c){return [].slice.call(root.querySelectorAll(c));}
+var back=$(".osp-back"),fwd=$(".osp-forward"),slider=$(".osp-slider"),label=$(".osp-step"),state=$(".osp-state");
+var note=$(".osp-note"),fin=$(".osp-final");
+function say(w,a){var t=D.text[w];(a||[]).forEach(function(x){t=t.replace("{}",x);});return t;}
+function f4(x){return x===-Infinity?"\\u2212\\u221e":x.toFixed(4);}
+function vec(o){return "["+o.map(f4).join(", ")+"]";}
+function num(x){return x===-Infinity?"-Infinity":String(x);}
+// the online softmax: m, l and o after the first `steps` tiles, and the last tile's update
+function run(steps){
+  var m=-Infinity,l=0,o=[],st={m0:-Infinity,l0:0,f:NaN,sum:0};for(var c=0;c<dv;c++)o.push(0);
+  for(var t=0;t<steps;t++){
+    var lo=t*b,hi=Math.min(lo+b,T),mt=-Infinity,j;
+    for(j=lo;j<hi;j++)if(s[j]>mt)mt=s[j];
+    var mn=Math.max(m,mt),f=Math.exp(m-mn),sum=0;
+    for(c=0;c<dv;c++)o[c]*=f;
+    for(j=lo;j<hi;j++){var p=Math.exp(s[j]-mn);sum+=p;for(c=0;c<dv;c++)o[c]+=p*V[j][c];}
+    st={m0:m,l0:l,f:f,sum:sum};l=f*l+sum;m=mn;
+  }
+  st.m=m;st.l=l;st.o=o;return st;
+}
+function draw(){
+  var r=run(k),w=s.map(function(x,j){return j<k*b?Math.exp(x-r.m)/r.l:null;});
+  slider.value=String(k);label.textContent=say("step",[k,n]);
+  back.setAttribute("aria-disabled",String(k===0));fwd.setAttribute("aria-disabled",String(k===n));
+  $$(".osp-tile").forEach(function(h,t){var now=t===k-1,seen=t<k-1;
+    h.className="osp-tile "+(now?"osp-now":seen?"osp-seen":"osp-unread");
+    h.querySelector(".osp-status").textContent=D.text[now?"now":seen?"read":"unread"];});
+  $$(".osp-row tbody tr").forEach(function(row){var wr=row.classList.contains("osp-wrow");
+    [].forEach.call(row.querySelectorAll("td"),function(e,j){var t=Math.floor(j/b);
+      e.className=t===k-1?"osp-now":t<k-1?"osp-seen":"osp-unread";
+      if(wr)e.textContent=w[j]===null?"\\u2014":w[j].toFixed(4);});});
+  $(".osp-m").textContent=k===0?"\\u2212\\u221e":f4(r.m0)+" \\u2192 "+f4(r.m);
+  $(".osp-factor").textContent=k===0?"\\u2014":f4(r.f);
+  $(".osp-l").textContent=k===0?"0":f4(r.f)+" \\u00d7 "+f4(r.l0)+" + "+f4(r.sum)+" = "+f4(r.l);
+  if(V)$(".osp-o").textContent=vec(r.o);
+  var grew=k>1&&r.m>r.m0;
+  note.textContent=say(k===0?"start":k===1?"first":grew?"grew":"same");
+  note.className="osp-note"+(grew?" osp-new":"");note.dataset.rescaled=String(grew);
+  state.dataset.step=String(k);state.dataset.m=num(r.m);state.dataset.l=num(r.l);
+  state.dataset.factor=k===0?"NaN":num(r.f);state.dataset.w=JSON.stringify(w);state.dataset.o=V?JSON.stringify(r.o):"null";
+  fin.hidden=k!==n;
+  if(k===n){
+    var diff=0,out=V?r.o.map(function(x){return x/r.l;}):null;
+    $$(".osp-fk tr").forEach(function(row,j){var d=Math.abs(w[j]-D.softmax[j]);diff=Math.max(diff,d);
+      row.cells[1].textContent=w[j].toFixed(4);var mk=row.cells[3];mk.textContent=d<=D.tol?"= \\u2713":"\\u2260 \\u2717";mk.className="osp-mark "+(d<=D.tol?"osp-ok":"osp-bad");});
+    if(V){var dout=0;out.forEach(function(x,c){dout=Math.max(dout,Math.abs(x-D.out[c]));});diff=Math.max(diff,dout);
+      $(".osp-out").textContent=vec(out);var mo=$(".osp-mark-out");mo.textContent=dout<=D.tol?"= \\u2713":"\\u2260 \\u2717";
+      mo.className="osp-mark-out "+(dout<=D.tol?"osp-ok":"osp-bad");}
+    var ok=diff<=D.tol,v=$(".osp-verdict");
+    v.textContent=(ok?"\\u2713 ":"\\u2717 ")+say(ok?"equal":"different")+" ("+say("diff")+" "+diff.toExponential(1)+(ok?" \\u2264 ":" > ")+"1e-6)";
+    v.className="osp-verdict "+(ok?"osp-ok":"osp-bad");
+    fin.dataset.final=JSON.stringify(w);fin.dataset.out=V?JSON.stringify(out):"null";fin.dataset.maxDiff=String(diff);fin.dataset.equal=String(ok);
+  }
+}
+function go(to){k=Math.max(0,Math.min(n,to));draw();}
+back.addEventListener("click",function(){go(k-1);});
+fwd.addEventListener("click",function(){go(k+1);});
+slider.addEventListener("input",function(){go(+slider.value);});
+root.addEventListener("keydown",function(e){
+  if(e.target===slider)return;  // the slider moves itself with the arrow keys
+  var to={ArrowRight:k+1,ArrowDown:k+1,ArrowLeft:k-1,ArrowUp:k-1,Home:0,End:n}[e.key];
+  if(to!==undefined){e.preventDefault();go(to);}
+});
+draw();
+})();"""

@@ -817,4 +817,5 @@ def _growth_series(scales, series, n_keys, bound) -> tuple[np.ndarray, dict]:
 
 
 from .explore import explore  # noqa: E402, F401  (attnlib.plot.explore: the code is in explore.py)
+from .live import live_model  # noqa: E402, F401  (attnlib.plot.live_model: the code is in live.py)
 from .player import online_softmax_player  # noqa: E402, F401  (the code is in player.py)

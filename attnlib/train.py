@@ -15,7 +15,8 @@ The loss is the next-token cross-entropy, averaged over the N positions where a 
 
 * ``reverse_batch``: a batch of such sequences, with the next-token targets and the mask.
 * ``next_token_loss``: the loss above, ``F.cross_entropy`` on the masked positions.
-* ``train``: AdamW steps on batches from a function, an optional progress bar (tqdm).
+* ``train``: AdamW steps on batches from a function, an optional progress bar (tqdm), and
+  an optional ``callback(step, model)`` after every update (to watch the model learn).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ._checks import (
     ensure_batch,
     ensure_trainable,
 )
-from ._validate import ensure_in_range
+from ._validate import ensure_callable, ensure_in_range
 
 __all__ = ["reverse_batch", "next_token_loss", "train"]
 
@@ -129,6 +130,7 @@ def train(
     weight_decay: float = 0.0,
     progress: bool = False,
     desc: str = "training",
+    callback: Callable[[int, nn.Module], object] | None = None,
 ) -> list[float]:
     """Train ``model`` for ``steps`` steps of AdamW on the next-token loss; return the losses.
 
@@ -148,6 +150,15 @@ def train(
         weight_decay: AdamW's decoupled weight decay (0 by default).
         progress: show a text progress bar (tqdm) with the recent loss.
         desc: the progress bar's label.
+        callback: ``None`` (default) or a function called as ``callback(step, model)`` after
+            each update, ``step = 1 .. steps`` (the number of updates made so far); its return
+            value is ignored. It is called with the model in training mode and under no special
+            grad mode (gradients on, as the loop runs): a callback that evaluates the model
+            should use ``torch.no_grad()`` and ``model.eval()``, then ``model.train()`` again,
+            and draw no random numbers from a generator the training uses (the global one
+            included: dropout would). Such a callback leaves the training unchanged: the same
+            losses, the same parameters. ``train`` puts the model back in training mode after
+            each call, in case the callback did not.
 
     Returns:
         The loss of every step, a list of ``steps`` floats.
@@ -160,8 +171,23 @@ def train(
         >>> losses = train(model, lambda: reverse_batch(32, 3, 11, generator=g), steps=40, lr=1e-2)
         >>> len(losses), round(losses[0], 1), sum(losses[-10:]) / 10 < losses[0] / 2   # starts at log 11
         (40, 2.4, True)
+
+        Watching the model: record something after every 10th update.
+
+        >>> seen = []
+        >>> def watch(step, model):
+        ...     if step % 10 == 0:
+        ...         model.eval()
+        ...         with torch.no_grad():
+        ...             seen.append((step, model(torch.zeros(1, 7, dtype=torch.long)).shape))
+        ...         model.train()
+        >>> _ = train(model, lambda: reverse_batch(32, 3, 11, generator=g), steps=20, lr=1e-2, callback=watch)
+        >>> seen
+        [(10, torch.Size([1, 7, 11])), (20, torch.Size([1, 7, 11]))]
     """
     check_train(model, make_batch, steps, lr, weight_decay, progress)
+    if callback is not None:
+        ensure_callable("callback", callback, "None or a function callback(step, model)")
     params = ensure_trainable(model, [p for p in model.parameters() if p.requires_grad])
     device = params[0].device
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=True)
@@ -182,6 +208,9 @@ def train(
             loss.backward()  # gradients of the loss
             optimizer.step()  # one AdamW update of every parameter
             losses.append(loss.item())
+            if callback is not None:
+                callback(step + 1, model)  # after update step + 1, with the model in training mode
+                model.train()  # as the loop needs it, whatever the callback did
             if bar is not None:
                 bar.update(1)
                 if step % 50 == 0 or step == steps - 1:

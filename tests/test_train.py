@@ -328,3 +328,72 @@ def test_return_weights_is_the_old_name_of_need_weights():
         torch.testing.assert_close(model(ids, return_weights=False), model(ids))
     with raises("return_weights:", "not given together with need_weights"):
         model(ids, need_weights=True, return_weights=True)
+
+
+# ---------------------------------------------------------------- train(..., callback=...)
+
+
+class _DropoutLM(nn.Module):
+    """A tiny next-token model with dropout: its training draws from the global RNG."""
+
+    def __init__(self, vocab_size=6, d=16):
+        super().__init__()
+        self.emb, self.drop, self.out = nn.Embedding(vocab_size, d), nn.Dropout(0.3), nn.Linear(d, vocab_size)
+
+    def forward(self, ids):
+        return self.out(self.drop(self.emb(ids)))  # (B, T) -> (B, T, d) -> (B, T, vocab_size)
+
+
+def _dropout_run(callback=None, steps=12):
+    torch.manual_seed(0)
+    model = _DropoutLM()
+    g = torch.Generator().manual_seed(0)
+    losses = train(model, lambda: reverse_batch(16, 3, 6, generator=g), steps=steps, lr=1e-2, callback=callback)
+    return model, losses
+
+
+def test_callback_sees_every_step_in_order_after_its_update():
+    calls, params = [], {}
+
+    def callback(step, model):
+        calls.append((step, model.training, torch.is_grad_enabled()))
+        params[step] = [p.detach().clone() for p in model.parameters()]
+
+    model, _ = _tiny_run(steps=7, callback=callback)
+    assert calls == [(s, True, True) for s in range(1, 8)]  # steps 1..7, training mode, gradients on
+    for steps in (1, 4, 7):  # what it sees at step s: the parameters after s updates
+        after, _ = _tiny_run(steps=steps)
+        for seen, p in zip(params[steps], after.parameters()):
+            assert torch.equal(seen, p.detach())
+    assert all(torch.equal(a, p.detach()) for a, p in zip(params[7], model.parameters()))
+
+
+def test_a_callback_that_evaluates_leaves_the_training_unchanged():
+    """An eval-mode snapshot under no_grad changes nothing: the same losses and parameters as without a
+    callback, with a model whose dropout draws from the global RNG during training. A callback that
+    leaves the model in eval mode changes nothing either (train switches it back)."""
+    model, losses = _dropout_run()
+    snapshots = []
+
+    def snapshot(step, m):
+        m.eval()
+        with torch.no_grad():
+            snapshots.append(torch.softmax(m(torch.arange(6)[None]), dim=-1))
+        m.train()
+
+    def forgetful(step, m):
+        m.eval()  # and never back: train puts it back in training mode
+
+    for callback in (snapshot, forgetful):
+        watched, watched_losses = _dropout_run(callback)
+        assert watched_losses == losses
+        assert all(torch.equal(a, b) for a, b in zip(watched.parameters(), model.parameters()))
+    assert len(snapshots) == 12 and not torch.equal(snapshots[0], snapshots[-1])  # it did watch the model learn
+    # the test can fail: a callback that draws from the global RNG (as dropout does) changes the losses
+    assert _dropout_run(lambda step, m: torch.rand(1))[1] != losses
+
+
+@pytest.mark.parametrize("callback", ["print", 3, [print]])
+def test_callback_must_be_callable(callback):
+    with raises("callback:", "None or a function callback(step, model)", f"{type(callback).__name__}"):
+        _tiny_run(steps=2, callback=callback)

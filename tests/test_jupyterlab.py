@@ -5,7 +5,8 @@ This test starts the JupyterLab the course installs (requirements.txt) on 127.0.
 opens a notebook in Debian's headless Chromium (tests/_chromium.py: every other host fails to
 resolve), runs its cells with the keyboard (Shift+Enter), and checks with real mouse and keyboard
 events that hovering query i shows row i of the weights the kernel computed, that the head and step
-selectors change the numbers to the right ones, that the words come from the Chinese catalog when the
+selectors change the numbers to the right ones, that chapter 10's live model answers and attends
+as the kernel's PyTorch model does, that chapter 13's player ends on softmax's row, that the words come from the Chinese catalog when the
 kernel runs with ATTNLIB_LANG=zh_CN, that the console shows no error and that no request leaves
 the machine. Marked slow: it takes about 20 s (JupyterLab's start, its page, a kernel).
 """
@@ -52,6 +53,17 @@ for step in range(2):                      # two "steps": the weights, then afte
             p.add_(torch.randn_like(p))
 np.save("weights.npy", torch.stack(steps).numpy())   # (n_steps, n_heads, T, T), for the test""",
     'plot.explore(steps, tokens, steps=[0, 1], mask=mask, title="two steps")',
+    """import json
+gpt = attnlib.GPT(attnlib.GPTConfig(vocab_size=11, context_length=13, d_model=32, n_layers=1, n_heads=4)).eval()
+prompt = torch.tensor([[4, 9, 3, 0, 3, 9, 10]])
+with torch.no_grad():
+    out = gpt.generate(prompt, 6)                        # (1, 13): what the page must answer
+    _, (w_gpt,) = gpt(out, need_weights=True)            # (1, n_heads, 13, 13)
+json.dump({"ids": out[0].tolist(), "weights": w_gpt[0].tolist()}, open("gpt.json", "w"))
+plot.live_model(gpt, list("0123456789|"), prompt_length=7, new_tokens=6, example=prompt[0])""",
+    """row = torch.tensor([2.0, 1.0, 4.0, 3.0, 7.0, 0.0, 5.0])
+np.save("row.npy", torch.softmax(row, -1).numpy())
+plot.online_softmax_player(row, block_size=3)""",
     """import os
 os.environ["ATTNLIB_LANG"] = "zh_CN"
 plot.explore(steps[0], tokens, mask=mask)""",
@@ -128,12 +140,28 @@ def test_the_explorer_runs_in_jupyterlab(lab, tmp_path):
         act().click(first).send_keys(Keys.ESCAPE).perform()  # command mode on the first cell
         for _ in CELLS:  # run each cell and move to the next, as a reader does
             act().key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
-        wait.until(lambda d: len(d.find_elements("css selector", ".jp-OutputArea-output .attnx[data-ready]")) == 2)
+        wait.until(lambda d: len(d.find_elements("css selector", ".jp-OutputArea-output .attnx[data-ready]")) >= 3)
         assert not driver.find_elements("css selector", ".jp-OutputArea-output[data-mime-type*='error']")
+
+        # chapter 10's live model computed, in the page, what PyTorch computed in the kernel
+        gpt = json.loads((root / "gpt.json").read_text())
+        result = driver.find_element("css selector", ".attnl[data-ready] .attnl-result")
+        wait.until(lambda d: result.get_attribute("data-ids"))
+        assert json.loads(result.get_attribute("data-ids")) == gpt["ids"]
+        page_weights = np.array(json.loads(result.get_attribute("data-weights")))[0]  # layer 0: (n_heads, T, T)
+        np.testing.assert_allclose(page_weights, gpt["weights"], atol=1e-4)
+        # chapter 13's player, stepped to its end with the keyboard: its row is softmax's
+        player = driver.find_element("css selector", ".osp[data-ready]")
+        back = player.find_element("css selector", "button")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", back)
+        act().click(back).send_keys(Keys.END).perform()
+        final = player.find_element("css selector", ".osp-final")
+        wait.until(lambda d: final.get_attribute("data-final"))
+        np.testing.assert_allclose(json.loads(final.get_attribute("data-final")), np.load(root / "row.npy"), atol=1e-6)
 
         weights = np.load(root / "weights.npy")  # (n_steps, n_heads, T, T), as the kernel computed them
         causal = np.tril(np.ones((6, 6), dtype=bool))
-        explorer = driver.find_elements("css selector", ".attnx")[0]
+        explorer = driver.find_elements("css selector", ".attnx")[0]  # the first cell's, with two steps
         queries = explorer.find_elements("css selector", ".attnx-q")
         away = driver.find_element("css selector", ".attnx-title")
 
@@ -144,19 +172,23 @@ def test_the_explorer_runs_in_jupyterlab(lab, tmp_path):
                 want = np.where(causal[i], weights[step, h, i], np.nan)
                 np.testing.assert_allclose(shown[h], want, atol=0.005 + 1e-9, err_msg=f"step {step}, head {h}")
 
+        def to(element):  # the pointer onto an element, scrolled to the middle of the notebook's own scroller
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+            return act().move_to_element(element)
+
         for i in (1, 4, 5):  # hover query i: row i of every head, at the last step (the default)
-            act().move_to_element(queries[i]).perform()
+            to(queries[i]).perform()
             expect(1, range(4), i)
-        act().move_to_element(queries[3]).click().move_to_element(away).perform()  # pin query 3
+        to(queries[3]).click().move_to_element(away).perform()  # pin query 3
         expect(1, range(4), 3)
         Select(explorer.find_element("css selector", ".attnx-head")).select_by_value("2")
         expect(1, [2], 3)
         slider = explorer.find_element("css selector", ".attnx-step")
-        act().click(slider).send_keys(Keys.HOME).perform()
+        to(slider).click().send_keys(Keys.HOME).perform()
         expect(0, [2], 3)
         assert not np.allclose(weights[0, 2, 3], weights[1, 2, 3], atol=0.01)  # the step changed the numbers
 
-        chinese = driver.find_elements("css selector", ".attnx")[1]
+        chinese = driver.find_elements("css selector", ".attnx")[-1]
         for word in ("queries", "keys", "all heads"):
             assert chinese.find_element("css selector", f'[data-i18n="{word}"]').text == tr(word, "zh_CN")
         assert tr("queries", "zh_CN") != "queries"

@@ -27,8 +27,9 @@ Chapter                         Module          Functions
                                 ``model``       ``TransformerBlock`` (pre-norm)
 9 Order and position            ``positions``   ``sinusoidal_positions``, ``apply_rope`` (RoPE);
                                 ``model``       ``GPT.pos_emb`` (learned positions)
-10 Watching attention learn     ``train``,      ``reverse_batch``, ``next_token_loss``, ``train``;
-                                ``model``       ``GPT.forward(ids, need_weights=True)``
+10 Watching attention learn     ``train``,      ``reverse_batch``, ``next_token_loss``, ``train`` (``callback=``);
+                                ``model``,      ``GPT.forward(ids, need_weights=True)``;
+                                ``live``        ``plot.live_model`` (the trained model run in the page)
 11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``,
                                                 ``peak_memory`` (measured, CPU or CUDA)
 12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
@@ -38,7 +39,8 @@ Chapter                         Module          Functions
                                 ``params``,     ``kv_cache_bytes``;
                                 ``linear``      ``Linear`` (``nn.Linear``, one token's product on every core)
 13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``;
-                                ``cost``        ``peak_memory`` (chapter 11's, reused)
+                                ``cost``,       ``peak_memory`` (chapter 11's, reused);
+                                ``player``      ``plot.online_softmax_player`` (m, l and o, tile by tile)
 14 The layer of today's models  ``model``,      ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu",
                                                 d_head=..., qk_norm=...)``, ``SwiGLU``, ``LLAMA3_8B``, ``QWEN3_8B``;
                                 ``multihead``,  ``MultiHeadAttention(rope=True, qk_norm=True, d_head=...)``;
@@ -64,6 +66,8 @@ every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices
                                                 ``attention_heatmap``, ``heads_grid``, ``overview``,
                                                 ``loss_curve``, ``scaling``; ``localize`` (a figure's
                                                 own words in the reader's language)
+every chapter's explorer        ``explore``     ``plot.explore`` (point at a query, see where it looks:
+                                                heads, layers, training steps, masks)
 shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
 in Chinese                      ``i18n``        ``ATTNLIB_LANG=zh_CN``: checker, grader and figure words from a catalog

@@ -67,7 +67,8 @@ class Explorer:
     * ``weights``: ``np.ndarray`` of shape ``(n_steps, n_layers, n_heads, T_q, T_k)``;
     * ``tokens`` (``T_k`` str), ``queries`` (``T_q`` str);
     * ``heads``, ``layers``, ``steps``: their labels (str);
-    * ``mask``: ``None`` or a bool ``np.ndarray`` ``(T_q, T_k)``, True where a query may attend;
+    * ``mask``: ``None`` or a bool ``np.ndarray`` ``(T_q, T_k)``, or ``(n_steps, T_q, T_k)`` (one per
+      step), True where a query may attend;
     * ``title``: ``None`` or str.
     """
 
@@ -85,7 +86,8 @@ class Explorer:
 
     def data(self) -> dict:
         """What the page's script reads: the weights in ten-thousandths ``[step][layer][head][query][key]``,
-        the mask (``[query][key]`` 1 = may attend, or None), the heads' colours, step labels and words."""
+        the mask (``[query][key]``, or ``[step][query][key]``, 1 = may attend, or None), the heads' colours,
+        step labels and words."""
         stored = np.clip(np.rint(self.weights * SCALE), 0, SCALE).astype(np.int64)
         return {
             "scale": SCALE,
@@ -115,7 +117,9 @@ def explore(weights, tokens, *, queries=None, heads=None, layers=None, steps=Non
     * ``heads``, ``layers``, ``steps``: labels (default ``0 .. n-1``; ``steps`` is required
       to give a list over steps).
     * ``mask``: a bool tensor broadcastable to ``(T_q, T_k)``, True where a query may attend
-      (the course's convention); the weights where it is False must be 0.
+      (the course's convention); the weights where it is False must be 0. With ``steps``, it may
+      be ``(n_steps, T_q, T_k)``, one mask per step: e.g. a decoding step whose later queries and
+      keys do not exist yet (chapter 12).
     * ``title``: a heading above the view.
 
     >>> import torch
@@ -156,8 +160,8 @@ def explore(weights, tokens, *, queries=None, heads=None, layers=None, steps=Non
     heads = _names("heads", heads, n_heads)
     layers = _names("layers", layers, n_layers)
     if mask is not None:
-        mask = _mask(mask, t_q, t_k)
-        leak = np.where(mask, 0.0, stacked).max()
+        mask = _mask(mask, n_steps, t_q, t_k)
+        leak = np.where(mask if mask.ndim == 2 else mask[:, None, None], 0.0, stacked).max()
         if leak > 1e-6:
             raise fail(
                 "mask",
@@ -232,14 +236,17 @@ def _names(name: str, labels, n: int | None = None) -> list[str]:
     return [str(x) for x in labels]
 
 
-def _mask(mask, t_q: int, t_k: int) -> np.ndarray:
-    want = f"a bool tensor broadcastable to (T_q, T_k) = ({t_q}, {t_k}), True where a query may attend"
+def _mask(mask, n_steps: int, t_q: int, t_k: int) -> np.ndarray:
+    """The mask as (T_q, T_k), or (n_steps, T_q, T_k) when it has one per step."""
+    want = f"a bool tensor broadcastable to (T_q, T_k) = ({t_q}, {t_k})"
+    want += f", or (n_steps, T_q, T_k) = ({n_steps}, {t_q}, {t_k}), True where a query may attend"
     if isinstance(mask, np.ndarray):
         mask = torch.from_numpy(mask)
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise fail("mask", want, describe(mask))
+    per_step = mask.dim() == 3 and n_steps > 1
     try:
-        return torch.broadcast_to(mask.cpu(), (t_q, t_k)).numpy().copy()
+        return torch.broadcast_to(mask.cpu(), (n_steps, t_q, t_k) if per_step else (t_q, t_k)).numpy().copy()
     except RuntimeError:
         raise fail("mask", want, describe(mask)) from None
 
@@ -358,7 +365,7 @@ var st={l:0,h:head?-1:0,s:D.w.length-1,show:-1,pin:-1};
 function esc(t){var e=document.createElement("span");e.textContent=t;return e.innerHTML;}
 function heads(){var n=D.w[0][0].length,a=[];for(var h=0;h<n;h++)if(st.h<0||st.h===h)a.push(h);return a;}
 function w(h,i,j){return D.w[st.s][st.l][h][i][j]/D.scale;}
-function ok(i,j){return !D.mask||D.mask[i][j]===1;}
+function ok(i,j){var M=D.mask;if(M&&Array.isArray(M[0][0]))M=M[st.s];return !M||M[i][j]===1;}
 function draw(){
   var i=st.show>=0?st.show:st.pin,hs=heads(),rows=i>=0?[i]:qs.map(function(_,r){return r;}),out=[];
   hs.forEach(function(h){rows.forEach(function(r){ks.forEach(function(_,j){

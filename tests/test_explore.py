@@ -108,6 +108,26 @@ def test_mask_broadcasts_and_is_stored():
 # The HTML ----------------------------------------------------------------------------------------
 
 
+def _decoding(n_steps: int = 4):
+    """Decoding steps 0 .. n-1 of a causal layer: at step t the queries and keys 0 .. t exist."""
+    causal = torch.ones(n_steps, n_steps, dtype=torch.bool).tril()
+    full = torch.softmax(torch.randn(2, n_steps, n_steps, generator=torch.Generator().manual_seed(5)), -1)
+    full = full * causal / (full * causal).sum(-1, keepdim=True)  # (n_heads, T, T), causal
+    masks = torch.stack([causal & (torch.arange(n_steps) <= t)[:, None] for t in range(n_steps)])  # (n_steps, T, T)
+    return [full * m for m in masks], masks
+
+
+def test_a_mask_per_step():
+    weights, masks = _decoding()
+    ex = plot.explore(weights, TOKENS[:4], steps=[0, 1, 2, 3], mask=masks)
+    assert ex.mask.shape == (4, 4, 4)
+    assert _data(ex._repr_html_())["mask"] == masks.long().tolist()
+    with pytest.raises(AttnlibError, match=r"mask is False"):  # step 1's weights under step 0's mask
+        plot.explore(weights, TOKENS[:4], steps=[0, 1, 2, 3], mask=masks[[0, 0, 2, 3]])
+    with pytest.raises(AttnlibError, match=r"\(n_steps, T_q, T_k\) = \(4, 4, 4\)"):
+        plot.explore(weights, TOKENS[:4], steps=[0, 1, 2, 3], mask=masks[:3])
+
+
 def test_deterministic_bytes():
     make = lambda: plot.explore(_weights(3, 6, 6), TOKENS, title="three heads")._repr_html_()
     assert make() == make()
@@ -299,3 +319,27 @@ def test_in_the_browser(browser, tmp_path):
     # the browser's own resources (chrome://, data:) never leave the machine; anything else would
     leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
     assert not leaving, leaving
+
+
+@pytest.mark.slow
+def test_a_mask_per_step_in_the_browser(browser, tmp_path):
+    """Decoding: at step t, a query after t is masked whole (it does not exist yet), not shown as zeros."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    weights, masks = _decoding()
+    ex = plot.explore(weights, TOKENS[:4], steps=[0, 1, 2, 3], mask=masks)
+    page = tmp_path / "steps.html"
+    page.write_text(f'<!doctype html><meta charset="utf-8"><body>{ex._repr_html_()}</body>', encoding="utf-8")
+    browser.get(page.as_uri())
+    queries = browser.find_elements("css selector", ".attnx-q")
+    slider = browser.find_element("css selector", ".attnx-step")
+    ActionChains(browser).click(slider).send_keys(Keys.HOME, Keys.ARROW_RIGHT).perform()  # step 1
+    for i in range(4):
+        ActionChains(browser).move_to_element(queries[i]).perform()
+        _expect(browser, ex.weights[1, 0], i, range(2), masks[1].numpy())
+    assert len(browser.find_elements("css selector", ".attnx-table td.attnx-masked")) == 2 * 4  # query 3: every key
+    ActionChains(browser).click(slider).send_keys(Keys.END).perform()  # step 3: every query exists
+    ActionChains(browser).move_to_element(queries[3]).perform()
+    _expect(browser, ex.weights[3, 0], 3, range(2), masks[3].numpy())
+    assert not browser.find_elements("css selector", ".attnx-table td.attnx-masked")

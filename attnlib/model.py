@@ -443,7 +443,7 @@ class GPT(nn.Module):
         stays constant however many tokens are generated (chapter 15). Both give the same tokens;
         both compute the output head for the last position only (it is ``vocab_size`` wide).
 
-        Runs without gradients (``torch.no_grad``) and in evaluation mode: the model is put in
+        Runs without gradients (``torch.inference_mode``) and in evaluation mode: the model is put in
         ``eval()`` for the call (no dropout) and back in its previous mode after.
 
         Args:
@@ -476,19 +476,22 @@ class GPT(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            cache = self._caches(ids.shape[1] + max_new_tokens, cache_window, cache_sinks) if use_cache else None
-            out, new = ids, ids  # new: the tokens the model has not read yet
-            for _ in range(max_new_tokens):
-                if use_cache:
-                    h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
-                else:
-                    h = self._hidden(out)[0]  # (B, T, d_model): the whole sequence again
-                logits = self.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
-                new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
-                out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)
+            # inference mode: no_grad without autograd's bookkeeping of versions and views, which
+            # every one of a step's ~400 small operations would pay for (chapter 12, issue 19)
+            with torch.inference_mode():
+                cache = self._caches(ids.shape[1] + max_new_tokens, cache_window, cache_sinks) if use_cache else None
+                out, new = ids, ids  # new: the tokens the model has not read yet
+                for _ in range(max_new_tokens):
+                    if use_cache:
+                        h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
+                    else:
+                        h = self._hidden(out)[0]  # (B, T, d_model): the whole sequence again
+                    logits = self.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
+                    new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
+                    out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)
         finally:
             self.train(was_training)
-        return out
+        return out.clone()  # a plain tensor, usable anywhere (an inference-mode tensor is not)
 
     def _caches(self, T_end: int, cache_window: int | None, cache_sinks: int) -> list[KVCache]:
         """One cache per block for ``generate``: room for ``T_end`` tokens allocated once (chapter 12),

@@ -8,6 +8,7 @@ saying so; under CI (`CI=true`) a missing browser is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -57,3 +58,24 @@ def start_chromium(profile_dir, height: int = 1600, timeout: float = 60):
     driver.set_page_load_timeout(timeout)
     driver.set_script_timeout(timeout)
     return driver
+
+
+def requests(driver) -> list[str]:
+    """The URLs the page asked for since the performance log was last read (the log is emptied)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def assert_offline_and_clean(driver, page) -> None:
+    """A local page (``page``, a file's Path) that logged no console error and asked nothing of the
+    network: every request is the file itself or the browser's own (data:, chrome://, about:)."""
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+    urls = requests(driver)
+    assert page.as_uri() in urls
+    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
+    assert not leaving, leaving

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from _chromium import require_browser, start_chromium
+from _chromium import requests, require_browser, start_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -58,15 +58,6 @@ def browser(site, tmp_path_factory):
 def _open(driver, url: str) -> None:
     driver.get_log("browser"), driver.get_log("performance")  # drop what earlier pages logged
     driver.get(url)
-
-
-def _requests(driver) -> list[str]:
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
 
 
 def _wait_for_mathjax(driver) -> bool:
@@ -146,7 +137,7 @@ def _check_page(browser, site, url: str, shot: Path) -> dict:
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"JavaScript console errors: {errors}"
     network = ("http:", "https:", "ws:", "wss:", "ftp:")  # not data:, blob: or chrome:// (the browser's own)
-    outside = [u for u in _requests(browser) if u.startswith(network) and not u.startswith(site)]
+    outside = [u for u in requests(browser) if u.startswith(network) and not u.startswith(site)]
     assert not outside, f"the page asked the network for: {outside}"
     _save_full_page(browser, shot)
     return page

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import require_browser, start_chromium
+from _chromium import assert_offline_and_clean, require_browser, start_chromium
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -307,18 +307,7 @@ def test_in_the_browser(browser, tmp_path):
     Select(browser.find_element("css selector", ".attnx-head")).select_by_value("-1")
     _expect(browser, w[s, layer], 2, range(3), causal.numpy())
 
-    # no console errors, no request leaving the page
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert not errors, errors
-    urls = []
-    for entry in browser.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    assert page.as_uri() in urls
-    # the browser's own resources (chrome://, data:) never leave the machine; anything else would
-    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
-    assert not leaving, leaving
+    assert_offline_and_clean(browser, page)  # no console errors, no request leaving the page
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from _chromium import require_browser, start_chromium
+from _chromium import assert_offline_and_clean, require_browser, start_chromium
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -276,19 +276,6 @@ def _run_prompts(browser, model, vocab, prompts: torch.Tensor, texts: list[str],
     return got
 
 
-def _no_errors_no_requests(browser, page):
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert not errors, errors
-    urls = []
-    for entry in browser.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    assert page.as_uri() in urls
-    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
-    assert not leaving, leaving
-
-
 def _prompt_texts(prompts: torch.Tensor, vocab: list[str], seed: int) -> list[str]:
     """How a reader types them: with or without spaces (one-character tokens), extra spaces around."""
     rng = np.random.default_rng(seed)
@@ -357,7 +344,7 @@ def test_chapter_10_model_in_the_browser(browser, tmp_path):
         # the explorer stores 4 decimals and shows 2; the causal mask: keys 10-12 masked
         want = np.where(np.arange(13) <= 9, np.round(w[0, h, 9], 4), np.nan)
         np.testing.assert_allclose(shown, want, atol=0.005 + 1e-9)
-    _no_errors_no_requests(browser, page)
+    assert_offline_and_clean(browser, page)
     print(f"chapter 10's model, 52 runs in the browser: {time.perf_counter() - started:.1f} s")
 
 
@@ -373,7 +360,7 @@ def test_other_configuration_in_the_browser(browser, tmp_path):
     _run_prompts(browser, model, WORDS, prompts, _prompt_texts(prompts, WORDS, seed=1), 5)
     _type(browser, "tokcat sat on")  # without spaces: not tokens here
     assert browser.execute_script(READ)["message"] == "Not a token of the vocabulary: tokcat"
-    _no_errors_no_requests(browser, page)
+    assert_offline_and_clean(browser, page)
 
 
 @pytest.mark.slow
@@ -386,4 +373,4 @@ def test_briefly_trained_model_in_the_browser(browser, tmp_path):
     prompts = reverse_batch(12, 6, 11, generator=torch.Generator().manual_seed(7))[0][:, :7]
     page = _open(browser, tmp_path, plot.live_model(model, DIGITS, prompt_length=7, new_tokens=6), "trained")
     _run_prompts(browser, model, DIGITS, prompts, _prompt_texts(prompts, DIGITS, seed=2), 6)
-    _no_errors_no_requests(browser, page)
+    assert_offline_and_clean(browser, page)

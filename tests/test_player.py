@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import require_browser, start_chromium
+from _chromium import assert_offline_and_clean, require_browser, start_chromium
 
 from attnlib import i18n, plot
 from attnlib._validate import AttnlibError
@@ -239,19 +239,6 @@ def _load(driver, tmp_path, player, name: str):
     return page
 
 
-def _no_errors_no_requests(driver, page) -> None:
-    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    assert not errors, errors
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    assert page.as_uri() in urls
-    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
-    assert not leaving, leaving
-
-
 def _rows():
     """Two rows: (a) a later tile holds a new, larger maximum, so the rescaling shows; (b) the
     maximum is the first key, so the factor of every tile after the first is 1."""
@@ -340,7 +327,7 @@ def test_in_the_browser(browser, tmp_path, row, with_values, b):
         _check_step(browser, s, v, b, k, n)
     assert back.get_attribute("aria-disabled") == "true"
 
-    _no_errors_no_requests(browser, page)
+    assert_offline_and_clean(browser, page)
 
 
 @pytest.mark.slow
@@ -384,4 +371,4 @@ def test_in_chinese(browser, tmp_path, monkeypatch):
     assert browser.find_element("css selector", ".osp-final").is_displayed()
     assert catalog["equal"] in browser.find_element("css selector", ".osp-verdict").text
     _check_step(browser, s, v, b, 3, 3)
-    _no_errors_no_requests(browser, page)
+    assert_offline_and_clean(browser, page)

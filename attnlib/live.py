@@ -266,7 +266,7 @@ def _word(word: str, **fill) -> str:
     return f'<span data-i18n="{html.escape(word)}">{html.escape(text)}</span>'
 
 
-def _explorer_template(live: LiveModel, uid: str) -> str:
+def _explorer_template(live: LiveModel) -> str:
     """The explorer's HTML for the page to copy at every run: zero weights, placeholder tokens,
     the causal mask; the page's script replaces the tokens and the data and starts it."""
     s = live.spec
@@ -319,7 +319,7 @@ def render_live(live: LiveModel) -> str:
         f'<span class="attnl-label">{_word(PROMPT)}</span> <span class="attnl-prompt"></span> '
         f'<span class="attnl-label">{_word(WRITES)}</span> <span class="attnl-answer"></span></div>'
         f'<div class="attnl-view-title" hidden>{_word(VIEW)}</div><div class="attnl-view"></div>'
-        f'<template class="attnl-template">{_explorer_template(live, uid)}</template>'
+        f'<template class="attnl-template">{_explorer_template(live)}</template>'
         f'<script type="application/json" class="attnl-data">{text}</script>'
         f"<script>{LIVE_SCRIPT.replace('__ID__', uid).replace('__EXPLORER__', _explorer_function())}</script>"
         "</div>"

@@ -79,3 +79,17 @@ def assert_offline_and_clean(driver, page) -> None:
     assert page.as_uri() in urls
     leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
     assert not leaving, leaving
+
+
+def open_view(driver, folder, view, name: str):
+    """Write ``view``'s ``_repr_html_()`` into ``folder/name.html`` (a page with an ``#away`` heading, a
+    place for the pointer to rest), forget what earlier pages logged, open it; return the file's Path."""
+    page = folder / f"{name}.html"
+    page.write_text(
+        '<!doctype html><html><head><meta charset="utf-8"><title>t</title></head><body>'
+        f"<h1 id='away'>away</h1>{view._repr_html_()}</body></html>",
+        encoding="utf-8",
+    )
+    driver.get_log("browser"), driver.get_log("performance")
+    driver.get(page.as_uri())
+    return page

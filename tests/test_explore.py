@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -231,14 +231,7 @@ def test_in_the_browser(browser, tmp_path):
     steps = [[(w * causal) / (w * causal).sum(-1, keepdim=True) for w in layers] for layers in steps]
     ex = plot.explore(steps, TOKENS, steps=[0, 50, 100], layers=["L0", "L1"], mask=causal, title="explorer")
     w = ex.weights  # (step, layer, head, T_q, T_k)
-    page = tmp_path / "explore.html"
-    page.write_text(
-        f'<!doctype html><html><head><meta charset="utf-8"><title>t</title></head><body>'
-        f"<h1 id='away'>away</h1>{ex._repr_html_()}</body></html>",
-        encoding="utf-8",
-    )
-    browser.get_log("browser"), browser.get_log("performance")
-    browser.get(page.as_uri())
+    page = open_view(browser, tmp_path, ex, "explore")
     hint = browser.find_element("css selector", ".attnx-hint")  # the script ran: the still view's notice is gone
     assert (hint.text, hint.get_attribute("data-i18n")) == (HINT, HINT)
     queries = browser.find_elements("css selector", ".attnx-q")
@@ -318,9 +311,7 @@ def test_a_mask_per_step_in_the_browser(browser, tmp_path):
 
     weights, masks = _decoding()
     ex = plot.explore(weights, TOKENS[:4], steps=[0, 1, 2, 3], mask=masks)
-    page = tmp_path / "steps.html"
-    page.write_text(f'<!doctype html><meta charset="utf-8"><body>{ex._repr_html_()}</body>', encoding="utf-8")
-    browser.get(page.as_uri())
+    open_view(browser, tmp_path, ex, "steps")
     queries = browser.find_elements("css selector", ".attnx-q")
     slider = browser.find_element("css selector", ".attnx-step")
     ActionChains(browser).click(slider).send_keys(Keys.HOME, Keys.ARROW_RIGHT).perform()  # step 1

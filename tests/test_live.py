@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -235,18 +235,6 @@ weights:res.dataset.weights?JSON.parse(res.dataset.weights):null,error:msg.datas
 shown:[].slice.call(res.querySelectorAll(".attnl-tok")).map(function(e){return [+e.dataset.pos,+e.dataset.id];})};"""
 
 
-def _open(browser, tmp_path, live: LiveModel, name: str):
-    page = tmp_path / f"{name}.html"
-    page.write_text(
-        f'<!doctype html><html><head><meta charset="utf-8"><title>t</title></head><body>'
-        f"<h1 id='away'>away</h1>{live._repr_html_()}</body></html>",
-        encoding="utf-8",
-    )
-    browser.get_log("browser"), browser.get_log("performance")
-    browser.get(page.as_uri())
-    return page
-
-
 def _type(browser, text: str):
     """Clear the input and type ``text``, then Enter: real keyboard events."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -302,7 +290,7 @@ def test_chapter_10_model_in_the_browser(browser, tmp_path):
     prompts = torch.cat([reversal, anything])
     example = prompts[0]
     live = plot.live_model(model, DIGITS, prompt_length=7, new_tokens=6, example=example, title="live")
-    page = _open(browser, tmp_path, live, "ch10")
+    page = open_view(browser, tmp_path, live, "ch10")
 
     # the example ran when the page loaded
     loaded = browser.execute_script(READ)
@@ -354,7 +342,7 @@ def test_other_configuration_in_the_browser(browser, tmp_path):
     model = _model(OTHER, seed=3)
     g = torch.Generator().manual_seed(6)
     prompts = torch.randint(0, 7, (12, 4), generator=g)
-    page = _open(browser, tmp_path, plot.live_model(model, WORDS, prompt_length=4, new_tokens=5), "other")
+    page = open_view(browser, tmp_path, plot.live_model(model, WORDS, prompt_length=4, new_tokens=5), "other")
     assert browser.execute_script(READ)["runs"] == 0  # no example: nothing run yet
     assert browser.execute_script(READ)["message"] == ""  # the still view's note gone: the script runs
     _run_prompts(browser, model, WORDS, prompts, _prompt_texts(prompts, WORDS, seed=1), 5)
@@ -371,6 +359,6 @@ def test_briefly_trained_model_in_the_browser(browser, tmp_path):
     g = torch.Generator().manual_seed(1)
     train(model, lambda: reverse_batch(64, 6, 11, generator=g), steps=60, lr=1e-2)
     prompts = reverse_batch(12, 6, 11, generator=torch.Generator().manual_seed(7))[0][:, :7]
-    page = _open(browser, tmp_path, plot.live_model(model, DIGITS, prompt_length=7, new_tokens=6), "trained")
+    page = open_view(browser, tmp_path, plot.live_model(model, DIGITS, prompt_length=7, new_tokens=6), "trained")
     _run_prompts(browser, model, DIGITS, prompts, _prompt_texts(prompts, DIGITS, seed=2), 6)
     assert_offline_and_clean(browser, page)

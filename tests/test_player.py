@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
 
 from attnlib import i18n, plot
 from attnlib._validate import AttnlibError
@@ -227,18 +227,6 @@ def _check_step(driver, s, v, b, k, n_tiles) -> None:
     assert final.is_displayed() == (k == n_tiles)
 
 
-def _load(driver, tmp_path, player, name: str):
-    page = tmp_path / f"{name}.html"
-    page.write_text(
-        f'<!doctype html><html><head><meta charset="utf-8"><title>t</title></head><body>'
-        f"<h1 id='away'>away</h1>{player._repr_html_()}</body></html>",
-        encoding="utf-8",
-    )
-    driver.get_log("browser"), driver.get_log("performance")
-    driver.get(page.as_uri())
-    return page
-
-
 def _rows():
     """Two rows: (a) a later tile holds a new, larger maximum, so the rescaling shows; (b) the
     maximum is the first key, so the factor of every tile after the first is 1."""
@@ -265,7 +253,7 @@ def test_in_the_browser(browser, tmp_path, row, with_values, b):
     s = _rows()[row]
     v = torch.randn(len(s), 3, generator=torch.Generator().manual_seed(20 + row)) if with_values else None
     n = math.ceil(len(s) / b)
-    page = _load(browser, tmp_path, plot.online_softmax_player(s, v, block_size=b, title="row"), f"row{row}b{b}")
+    page = open_view(browser, tmp_path, plot.online_softmax_player(s, v, block_size=b, title="row"), f"row{row}b{b}")
     act = lambda: ActionChains(browser)
     forward = browser.find_element("css selector", ".osp-forward")
     back = browser.find_element("css selector", ".osp-back")
@@ -336,7 +324,7 @@ def test_the_rescaling_is_visible(browser, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
 
     s, b = _rows()[0], 3
-    _load(browser, tmp_path, plot.online_softmax_player(s, block_size=b), "rescale")
+    open_view(browser, tmp_path, plot.online_softmax_player(s, block_size=b), "rescale")
     forward = browser.find_element("css selector", ".osp-forward")
     for _ in range(9 // b + 1):
         ActionChains(browser).click(forward).perform()
@@ -357,7 +345,7 @@ def test_in_chinese(browser, tmp_path, monkeypatch):
     catalog = i18n.catalog("zh_CN")
     s, b = _rows()[0], 4
     v = torch.randn(len(s), 2, generator=torch.Generator().manual_seed(3))
-    page = _load(browser, tmp_path, plot.online_softmax_player(s, v, block_size=b), "zh")
+    page = open_view(browser, tmp_path, plot.online_softmax_player(s, v, block_size=b), "zh")
     for word in ("Back", "Forward", "key", "score", "running sum ℓ", "output o, not yet divided by ℓ"):
         shown = browser.find_element("css selector", f'.osp [data-i18n="{word}"]').text
         assert shown == catalog[word] and re.search(r"[\u4e00-\u9fff]", shown), word

@@ -321,8 +321,7 @@ def render(ex: Explorer) -> str:
         f'<tbody aria-live="polite"></tbody></table>'
         f'<p class="attnx-hint" data-i18n="{esc(STILL)}">{esc(tr(STILL))}</p>'
         f'<script type="application/json" class="attnx-data">{data}</script>'
-        f"<script>{SCRIPT.replace('__ID__', uid).replace('__ROW__', str(ROW_PX)).replace('__W__', str(LINES_PX))}"
-        "</script></div>"
+        f'<script>{SCRIPT}\nattnx("{uid}");</script></div>'
     )
 
 
@@ -352,9 +351,10 @@ STYLE = (
     ".attnx-hint{font-size:90%;opacity:.7;margin:.3em 0}"
 )
 
-# The script: state (layer, head, step, the shown and the pinned query) -> lines, numbers, table.
-SCRIPT = """(function(){
-var root=document.getElementById("__ID__");if(!root||root.dataset.ready)return;root.dataset.ready="1";
+# The script, a function of the explorer's element id (chapter 10's live model calls it too, attnlib/live.py):
+# state (layer, head, step, the shown and the pinned query) -> lines, numbers, table.
+SCRIPT = """function attnx(id){
+var root=document.getElementById(id);if(!root||root.dataset.ready)return;root.dataset.ready="1";
 var D=JSON.parse(root.querySelector(".attnx-data").textContent),R=__ROW__,X=__W__;
 var qs=[].slice.call(root.querySelectorAll(".attnx-q")),ks=[].slice.call(root.querySelectorAll(".attnx-k"));
 var g=root.querySelector(".attnx-lines g"),body=root.querySelector(".attnx-table tbody");
@@ -400,4 +400,4 @@ if(head)head.addEventListener("change",function(){st.h=+head.value;draw();});
 var hint=root.querySelector(".attnx-hint");hint.textContent=D.text.hint;hint.dataset.i18n=D.hint;
 if(step)step.addEventListener("input",function(){st.s=+step.value;stepLabel.textContent=D.steps[st.s];draw();});
 draw();
-})();"""
+}""".replace("__ROW__", str(ROW_PX)).replace("__W__", str(LINES_PX))

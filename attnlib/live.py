@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from ._validate import describe, ensure_int, fail
-from .explore import LINES_PX, ROW_PX, SCRIPT, _json, explore, render
+from .explore import SCRIPT, _json, explore, render
 from .i18n import language, tr
 from .model import GPT
 
@@ -276,15 +276,6 @@ def _explorer_template(live: LiveModel) -> str:
     return render(ex)
 
 
-def _explorer_function() -> str:
-    """explore.py's script as a function of the element's id: ``attnx(id)`` starts an explorer."""
-    find = 'document.getElementById("__ID__")'
-    if SCRIPT.count(find) != 1:  # explore.py's script changed: this module must follow it
-        raise RuntimeError("attnlib.explore.SCRIPT no longer finds its root as live.py expects")
-    body = SCRIPT.replace(find, "document.getElementById(id)")
-    return "function attnx(id){" + body.replace("__ROW__", str(ROW_PX)).replace("__W__", str(LINES_PX)) + "}"
-
-
 def render_live(live: LiveModel) -> str:
     """The page: one <div> holding its style, the input, the answer, the view, the data and the script."""
     esc = html.escape
@@ -321,7 +312,7 @@ def render_live(live: LiveModel) -> str:
         f'<div class="attnl-view-title" hidden>{_word(VIEW)}</div><div class="attnl-view"></div>'
         f'<template class="attnl-template">{_explorer_template(live)}</template>'
         f'<script type="application/json" class="attnl-data">{text}</script>'
-        f"<script>{LIVE_SCRIPT.replace('__ID__', uid).replace('__EXPLORER__', _explorer_function())}</script>"
+        f"<script>{LIVE_SCRIPT.replace('__ID__', uid).replace('__EXPLORER__', SCRIPT)}</script>"
         "</div>"
     )
 

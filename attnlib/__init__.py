@@ -106,6 +106,7 @@ The API, with shapes::
         GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
         GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
     Linear(d_in, d_out, bias=True)   # nn.Linear; one row x: W's rows in row_blocks(d_out) blocks, one bmm
+        linear.hold_row_blocks(model)   # with-block: every Linear's blocks made once (GPT.generate)
     GPTConfig(..., positions="learned"|"rope"|"none", rope_base=10000.0, norm="layernorm"|"rmsnorm",
               norm_eps=1e-5, mlp="gelu"|"swiglu", d_head=None, qk_norm=False); LLAMA3_8B, QWEN3_8B
     MultiHeadAttention(d_model, n_heads, ..., d_head=None, rope=False, rope_base=10000.0, qk_norm=False)

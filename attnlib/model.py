@@ -38,13 +38,14 @@ from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ._checks import check_generate, check_gpt_config, check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
 from .kv_cache import KVCache
 from .latent import MultiHeadLatentAttention
-from .linear import Linear
-from .multihead import MultiHeadAttention
+from .linear import Linear, hold_row_blocks
+from .multihead import MultiHeadAttention, merge_heads, split_heads
 
 __all__ = [
     "GPTConfig",
@@ -444,7 +445,10 @@ class GPT(nn.Module):
         both compute the output head for the last position only (it is ``vocab_size`` wide).
 
         Runs without gradients (``torch.inference_mode``) and in evaluation mode: the model is put in
-        ``eval()`` for the call (no dropout) and back in its previous mode after.
+        ``eval()`` for the call (no dropout) and back in its previous mode after. In a model with
+        GPT-2's layers, the one-token steps after the prompt skip what each layer's ``forward`` would
+        repeat at every step (its argument checks, its options, the module calls) and compute the same
+        numbers, to the bit; forward hooks of the layers run for the prompt's step only.
 
         Args:
             ids: the prompt, integer token ids ``(B, T0)`` with ``T0 >= 1``.
@@ -477,12 +481,16 @@ class GPT(nn.Module):
         self.eval()
         try:
             # inference mode: no_grad without autograd's bookkeeping of versions and views, which
-            # every one of a step's ~400 small operations would pay for (chapter 12, issue 19)
-            with torch.inference_mode():
+            # every one of a step's ~400 small operations would pay for; every Linear's row blocks are
+            # made once for the whole generation, not at each step (chapter 12, issue 19)
+            with torch.inference_mode(), hold_row_blocks(self):
                 cache = self._caches(ids.shape[1] + max_new_tokens, cache_window, cache_sinks) if use_cache else None
                 out, new = ids, ids  # new: the tokens the model has not read yet
-                for _ in range(max_new_tokens):
-                    if use_cache:
+                plain = use_cache and self._plain_steps(cache)  # GPT-2's layers, full caches
+                for i in range(max_new_tokens):
+                    if plain and i > 0:
+                        h = self._plain_step(new, cache)  # (B, 1, d_model): one new token, as forward computes it
+                    elif use_cache:
                         h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
                     else:
                         h = self._hidden(out)[0]  # (B, T, d_model): the whole sequence again
@@ -492,6 +500,46 @@ class GPT(nn.Module):
         finally:
             self.train(was_training)
         return out.clone()  # a plain tensor, usable anywhere (an inference-mode tensor is not)
+
+    def _plain_steps(self, caches: list[KVCache]) -> bool:
+        """Whether ``_plain_step`` computes this model's one-token steps: GPT-2's layers (learned
+        positions, LayerNorm, the GELU MLP, multi-head or grouped-query attention without RoPE,
+        QK-norm, windows or sinks) and caches that keep every token."""
+        return (
+            self.pos_emb is not None
+            and all(c.window is None for c in caches)
+            and all(
+                type(b.attn) is MultiHeadAttention
+                and not b.attn.rope
+                and b.attn.q_norm is None
+                and b.attn.sliding_window is None
+                and b.attn.sinks is None
+                and type(b.ln1) is type(b.ln2) is nn.LayerNorm
+                and type(b.mlp) is nn.Sequential
+                for b in self.blocks
+            )
+        )
+
+    def _plain_step(self, ids: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
+        """``self._hidden(ids, kv_cache=caches)[0]`` for one new token per sequence, ``ids (B, 1)``,
+        in a model that ``_plain_steps`` accepts: the same operations on the same numbers, so the
+        same result to the bit, without what every layer's ``forward`` repeats at each step (its
+        argument checks, its options, the module calls), which the prompt's step has done once
+        (chapter 12, issue 19). Forward hooks of the layers do not run here. -> ``(B, 1, d_model)``."""
+        x = self.tok_emb.weight[ids] + self.pos_emb.weight[caches[0].seen]  # (B, 1, d_model)
+        for block, cache in zip(self.blocks, caches):
+            attn, (fc, gelu, proj) = block.attn, block.mlp
+            h = block.ln1.forward(x)  # (B, 1, d_model)
+            q = split_heads(attn.w_q.forward(h), attn.n_heads)  # (B, 1, n_heads * d_head) -> (B, n_heads, 1, d_head)
+            k = split_heads(attn.w_k.forward(h), attn.n_kv_heads)  # -> (B, n_kv_heads, 1, d_head)
+            v = split_heads(attn.w_v.forward(h), attn.n_kv_heads)
+            k, v = cache.update(k, v)  # (B, n_kv_heads, T_cached + 1, d_head)
+            y = F.scaled_dot_product_attention(
+                q, k, v, enable_gqa=attn.n_kv_heads != attn.n_heads
+            )  # (B, n_heads, 1, d_head)
+            x = x + attn.w_o.forward(merge_heads(y))  # (B, n_heads, 1, d_head) -> (B, 1, d_model)
+            x = x + proj.forward(gelu.forward(fc.forward(block.ln2.forward(x))))  # d_model -> d_ff -> d_model
+        return self.ln_f.forward(x)
 
     def _caches(self, T_end: int, cache_window: int | None, cache_sinks: int) -> list[KVCache]:
         """One cache per block for ``generate``: room for ``T_end`` tokens allocated once (chapter 12),

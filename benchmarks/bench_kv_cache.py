@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    python benchmarks/bench_kv_cache.py [--runs 5] [--prompt 8] [--new 200] [--threads N]
+    python benchmarks/bench_kv_cache.py [--runs 7] [--prompt 8] [--new 200] [--threads N]
 
 Model: GPT-2 small's shapes (``attnlib.GPT2_SMALL``: 12 layers, ``d_model = 768``, 12 heads,
 ``vocab_size = 50257``), random weights (``torch.manual_seed(0)``, then every matrix redrawn
@@ -34,8 +34,20 @@ Times: ``--runs`` repetitions, each one cached MHA generation of ``--new`` token
 processes hits them alike; the correctness runs before them are the warm-up. A step's time
 and a weight read's are both the mean over their ``--new`` repetitions in the run (the same
 span of time: a median over short reads alone would leave out the interruptions by other
-processes that a whole generation pays for). The table gives medians over the runs, the
-ratio of the medians, and the smallest and largest per-run ratio (the spread). ``--threads`` sets PyTorch's CPU threads (default: PyTorch's own choice,
+processes that a whole generation pays for). **The measure is each run's own ratio**, its
+step over its weight read, measured side by side, and the table gives the median of those
+ratios with their smallest and largest. The memory of a shared machine changes speed from
+one run to the next (the weight read took 10 to 19 ms in the runs of ``benchmarks/README.md``),
+so the median step and the median read can come from different runs: their ratio, which the
+table also gives, pairs times taken under different conditions.
+
+After the timed runs, one more cached generation times every product of the one-token steps
+(each ``bmm`` / ``baddbmm`` of ``attnlib.Linear``, with ``time.perf_counter`` around it), so
+the script says how much of a step is the products, which read the weights, and how much is
+everything else (the small operations and the Python around them), against a weight read
+taken right after it.
+
+``--threads`` sets PyTorch's CPU threads (default: PyTorch's own choice,
 one per core). On a shared machine, ``--threads 1`` gives steadier times: with one thread
 per core, PyTorch's thread pool slows down many times over whenever another process takes
 a core. The thread count changes both sides: a streaming ``sum`` uses every thread, and so
@@ -56,6 +68,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -106,6 +119,32 @@ def cache_bytes(model: GPT, ids: torch.Tensor) -> int:
     return sum(c.nbytes for c in cache)
 
 
+def products_and_rest(model: GPT, prompt: torch.Tensor, new: int, params: list[torch.Tensor]) -> tuple[float, ...]:
+    """One cached generation of ``new`` tokens with every product of ``attnlib.Linear`` timed, and
+    one of a single token (the prompt's step and the first token), whose times are taken off: what
+    is left are the ``new - 1`` one-token steps. Returns, per one-token step, its time and its
+    products' time, then the time of a weight read right after (the mean of 20), in s."""
+    spent = [0.0]
+
+    def timing(op):
+        def run(*args):
+            t0 = time.perf_counter()
+            out = op(*args)
+            spent[0] += time.perf_counter() - t0
+            return out
+
+        return run
+
+    times = {}
+    with mock.patch.object(torch, "bmm", timing(torch.bmm)), mock.patch.object(torch, "baddbmm", timing(torch.baddbmm)):
+        for n in (new, 1):
+            spent[0] = 0.0
+            times[n] = (timed(lambda: model.generate(prompt, n, use_cache=True)), spent[0])
+    (t_new, p_new), (t_one, p_one) = times[new], times[1]
+    read = timed(lambda: [read_weights(params) for _ in range(20)]) / 20
+    return (t_new - t_one) / (new - 1), (p_new - p_one) / (new - 1), read
+
+
 def timed(fn) -> float:
     """The wall time (s) of one call of fn."""
     t0 = time.perf_counter()
@@ -115,7 +154,7 @@ def timed(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--prompt", type=int, default=8, help="prompt tokens")
     parser.add_argument("--new", type=int, default=200, help="new tokens to generate")
     parser.add_argument("--threads", type=int, default=0, help="PyTorch CPU threads (default 0: PyTorch's choice)")
@@ -181,14 +220,17 @@ def main() -> None:
             read.append(timed(lambda: [read_weights(params) for _ in range(args.new)]) / args.new)
             flat_read.append(statistics.median(timed(flat.sum) for _ in range(10)))
             gqa_step.append(timed(lambda: gqa.generate(prompt, args.new, use_cache=True)) / args.new)
+        one_step, products, read_after = products_and_rest(mha, prompt, args.new, params)
 
     med = {
         name: statistics.median(ts) * 1e3
         for name, ts in [("step", step), ("read", read), ("flat", flat_read), ("gqa", gqa_step)]
     }  # ms
-    ratio = med["step"] / med["read"]
-    ratios = [s / r for s, r in zip(step, read)]
-    gqa_ratio = med["gqa"] / med["step"]
+    ratios = [s / r for s, r in zip(step, read)]  # each run's step / its own weight read: side by side
+    ratio = statistics.median(ratios)
+    of_medians = med["step"] / med["read"]  # pairs times of different runs (for reference)
+    gqa_ratios = [g / s for g, s in zip(gqa_step, step)]
+    gqa_ratio = statistics.median(gqa_ratios)
     mem_ratio = bytes_mha / bytes_gqa
     ms = lambda ts: ", ".join(f"{t * 1e3:.1f}" for t in ts)
     print(
@@ -196,8 +238,21 @@ def main() -> None:
         f"GQA step {ms(gqa_step)}"
     )
     print(f"per-run ratios step / weight read: {', '.join(f'{r:.2f}' for r in ratios)}")
+    print(
+        f"ratio of the medians (a step and a read of different runs): {of_medians:.2f}; "
+        f"per-run GQA / MHA: {', '.join(f'{r:.2f}' for r in gqa_ratios)}"
+    )
+    print(
+        f"one more generation, its {args.new - 1} one-token steps, every product timed: "
+        f"{one_step * 1e3:.2f} ms per step = products {products * 1e3:.2f} ms "
+        f"({products / read_after:.2f} x a weight read right after, {read_after * 1e3:.2f} ms) "
+        f"+ the rest {(one_step - products) * 1e3:.2f} ms ({(one_step - products) / read_after:.2f} x)"
+    )
     print()
-    print(f"| case | median ms | / weight read | per-run ratios (min-max) | KV cache at {T_end} tokens (MiB) |")
+    print(
+        f"| case | median ms | / weight read, median of the runs' ratios | per-run ratios (min-max) "
+        f"| KV cache at {T_end} tokens (MiB) |"
+    )
     print("|---|---:|---:|---:|---:|")
     print(
         f"| weight read: `p.sum()` of every tensor a step reads, {weight_bytes / 1e6:.1f} MB "

@@ -540,10 +540,19 @@ def test_generate_recomputes_without_a_cache(monkeypatch):
         calls.append((ids.shape[1], kv_cache is not None))
         return original(self, ids, need_weights, kv_cache)
 
+    def plain_spy(self, ids, caches):
+        calls.append((ids.shape[1], "plain"))
+        return original_plain(self, ids, caches)
+
+    original_plain = GPT._plain_step
     monkeypatch.setattr(GPT, "_hidden", spy)
+    monkeypatch.setattr(GPT, "_plain_step", plain_spy)
     model = GPT(SMALL)
     model.generate(torch.zeros(2, 3, dtype=torch.long), 4)
-    assert calls == [(3, True), (1, True), (1, True), (1, True)]  # prompt once, then one token per step
+    assert calls == [(3, True), (1, "plain"), (1, "plain"), (1, "plain")]  # prompt once, then one token per step
+    calls.clear()
+    GPT(dataclasses.replace(SMALL, positions="rope")).generate(torch.zeros(2, 3, dtype=torch.long), 4)  # RoPE: forward
+    assert calls == [(3, True), (1, True), (1, True), (1, True)]
     calls.clear()
     model.generate(torch.zeros(2, 3, dtype=torch.long), 4, use_cache=False)
     assert calls == [(3, False), (4, False), (5, False), (6, False)]  # the whole sequence each step
@@ -596,3 +605,47 @@ def test_generate_on_cuda_matches_cpu():
     gpu = model.cuda().generate(prompt.cuda(), 8)
     assert torch.equal(gpu.cpu(), cpu)
     assert torch.equal(model.generate(prompt.cuda(), 8, use_cache=False).cpu(), cpu)
+
+
+PLAIN = {
+    "mha": SMALL,
+    "gqa": dataclasses.replace(SMALL, n_kv_heads=2),
+    "untied-nobias": dataclasses.replace(SMALL, bias=False, tie_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("name", PLAIN)
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_plain_step_is_forwards_step_to_the_bit(name, dtype):
+    """generate's one-token step for GPT-2's layers computes what forward computes, the same operations
+    on the same numbers: equal to the bit, the caches too, at every step."""
+    model = model_for(PLAIN[name], dtype=dtype)
+    prompt = torch.randint(0, SMALL.vocab_size, (2, 3), generator=torch.Generator().manual_seed(0))
+    ours, theirs = ([KVCache(max_tokens=10) for _ in model.blocks] for _ in range(2))
+    with torch.inference_mode():
+        assert model._plain_steps(ours)
+        model._hidden(prompt, kv_cache=ours), model._hidden(prompt, kv_cache=theirs)
+        ids = prompt[:, -1:]
+        for _ in range(5):
+            h, want = model._plain_step(ids, ours), model._hidden(ids, kv_cache=theirs)[0]
+            assert h.shape == (2, 1, SMALL.d_model) and torch.equal(h, want)
+            assert all(torch.equal(a.k, b.k) and torch.equal(a.v, b.v) for a, b in zip(ours, theirs))
+            ids = model.lm_head(h[:, -1]).argmax(-1, keepdim=True)
+
+
+def test_plain_steps_only_for_gpt2s_layers_and_full_caches():
+    full = [KVCache(max_tokens=10) for _ in range(SMALL.n_layers)]
+    assert GPT(SMALL)._plain_steps(full)
+    assert not GPT(SMALL)._plain_steps([KVCache(window=4) for _ in range(SMALL.n_layers)])
+    others = {
+        "rope": dict(positions="rope"),
+        "rmsnorm": dict(norm="rmsnorm"),
+        "swiglu": dict(mlp="swiglu"),
+        "qk_norm": dict(qk_norm=True),
+        "window": dict(sliding_window=4),
+        "sinks": dict(learned_sinks=True),
+        "mla": dict(attention="mla", positions="rope", kv_rank=8, norm="rmsnorm"),
+    }
+    for name, options in others.items():
+        model = GPT(dataclasses.replace(SMALL, **options))
+        assert not model._plain_steps(full), name

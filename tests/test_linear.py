@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import attnlib
-from attnlib.linear import Linear, row_blocks
+from attnlib.linear import Linear, hold_row_blocks, row_blocks
 
 
 @pytest.mark.parametrize("d_out", [8, 67, 768, 2304, 50257, 64 * 67])
@@ -88,3 +88,53 @@ def test_a_cached_decoding_step_uses_the_row_blocked_product_in_every_layer():
     # every matrix of the step, the output head included: with a bias b + W x (baddbmm), without W x (bmm)
     assert baddbmm.call_count == sum(m.bias is not None for m in layers) > 0
     assert bmm.call_count == sum(m.bias is None for m in layers) > 0
+
+
+def test_hold_row_blocks_holds_views_of_the_weights_and_gives_them_back():
+    torch.manual_seed(0)
+    model = nn.Sequential(Linear(32, 64), nn.ReLU(), Linear(64, 67), Linear(67, 16, bias=False))
+    x = torch.randn(1, 32)
+    y = model(x)
+    with hold_row_blocks(model):
+        first, odd, no_bias = model[0].held, model[2].held, model[3].held
+        assert first[0].shape == (8, 8, 32) and first[1].shape == (8, 8, 1)
+        assert first[0].data_ptr() == model[0].weight.data_ptr()  # views: no copy
+        assert first[1].data_ptr() == model[0].bias.data_ptr()
+        assert odd is None  # 67 rows have no divisor from 8 to 64: nn.Linear's product
+        assert no_bias[1] is None
+        with hold_row_blocks(model[0]):  # an inner block gives back what the outer one holds
+            assert model[0].held is not None
+        assert model[0].held is first
+        assert torch.equal(model(x), y)  # the same numbers as without
+    assert all(m.held is None for m in model.modules() if isinstance(m, Linear))
+
+
+def test_hold_row_blocks_gives_them_back_after_an_error():
+    layer = Linear(32, 64)
+    with pytest.raises(RuntimeError, match="inside"):
+        with hold_row_blocks(layer):
+            raise RuntimeError("inside")
+    assert layer.held is None
+
+
+def test_generate_makes_the_row_blocks_once_per_call_not_per_step():
+    torch.manual_seed(0)
+    config = attnlib.GPTConfig(vocab_size=200, context_length=16, d_model=64, n_layers=2, n_heads=4)
+    model = attnlib.GPT(config)
+    prompt = torch.tensor([[1, 2, 3]])
+    with mock.patch.object(Linear, "row_blocked", autospec=True, side_effect=Linear.row_blocked) as made:
+        out = model.generate(prompt, max_new_tokens=6)
+    n_linear = sum(isinstance(m, Linear) for m in model.modules())
+    assert made.call_count == n_linear  # once each on entry; the 5 one-token steps reuse them
+    assert torch.equal(out, model.generate(prompt, max_new_tokens=6, use_cache=False))
+    assert all(m.held is None for m in model.modules() if isinstance(m, Linear))
+    # without hold_row_blocks a one-token step makes them in every layer, at every step
+    cache = [attnlib.KVCache() for _ in model.blocks]
+    with (
+        torch.no_grad(),
+        mock.patch.object(Linear, "row_blocked", autospec=True, side_effect=Linear.row_blocked) as made,
+    ):
+        model(prompt, kv_cache=cache)
+        model(torch.tensor([[4]]), kv_cache=cache)
+        model(torch.tensor([[5]]), kv_cache=cache)
+    assert made.call_count == 2 * n_linear

@@ -1,4 +1,4 @@
-"""Debian's headless Chromium for the browser tests (tests/test_browser.py, tests/test_explore.py).
+"""Debian's headless Chromium for the browser tests (test_browser, test_explore, test_live, test_player, test_jupyterlab).
 
 `/usr/bin/chromium` and `/usr/bin/chromedriver` (never a downloaded browser), driven by selenium,
 with every host name but 127.0.0.1 failing to resolve: a page that asks the network shows it in
@@ -28,6 +28,20 @@ def require_browser() -> None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message + ": required under CI")
         pytest.skip(message)
+
+
+def views_browser(height: int):
+    """A module-scoped ``browser`` fixture for a test module: one headless Chromium for the pages of
+    attnlib's views (the explorer's, the live model's, the player's), ``height`` pixels tall."""
+
+    @pytest.fixture(scope="module")
+    def browser(tmp_path_factory):
+        require_browser()
+        driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), height=height, timeout=30)
+        yield driver
+        driver.quit()
+
+    return browser
 
 
 def start_chromium(profile_dir, height: int = 1600, timeout: float = 60):

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, views_browser
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -187,12 +187,7 @@ def test_words_carry_i18n_keys_and_translate(monkeypatch):
 # In the browser ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    require_browser()
-    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), height=1200, timeout=30)
-    yield driver
-    driver.quit()
+browser = views_browser(height=1200)  # one Chromium for the module's tests
 
 
 def _shown(driver) -> dict[int, list[float]]:

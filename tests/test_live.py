@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, views_browser
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
@@ -220,12 +220,7 @@ def test_bad_arguments(kwargs, message):
 # In the browser ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    require_browser()
-    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), height=1400, timeout=30)
-    yield driver
-    driver.quit()
+browser = views_browser(height=1400)  # one Chromium for the module's tests
 
 
 READ = """var root=document.querySelector(".attnl"),res=root.querySelector(".attnl-result"),

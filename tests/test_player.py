@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, open_view, require_browser, start_chromium
+from _chromium import assert_offline_and_clean, open_view, views_browser
 
 from attnlib import i18n, plot
 from attnlib._validate import AttnlibError
@@ -166,12 +166,7 @@ def test_every_word_has_a_chinese_entry(monkeypatch):
 # In the browser ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    require_browser()
-    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"), height=1200, timeout=30)
-    yield driver
-    driver.quit()
+browser = views_browser(height=1200)  # one Chromium for the module's tests
 
 
 def _reference(s: torch.Tensor, v: torch.Tensor | None, b: int, k: int) -> dict:

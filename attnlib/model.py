@@ -536,7 +536,7 @@ class GPT(nn.Module):
             k, v = cache.update(k, v)  # (B, n_kv_heads, T_cached + 1, d_head)
             y = F.scaled_dot_product_attention(
                 q, k, v, enable_gqa=attn.n_kv_heads != attn.n_heads
-            )  # (B, n_heads, 1, d_head)
+            )  # softmax(q K^T / sqrt(d_head)) V: (B, n_heads, 1, d_head); the newest token sees every cached key, no mask
             x = x + attn.w_o.forward(merge_heads(y))  # (B, n_heads, 1, d_head) -> (B, 1, d_model)
             x = x + proj.forward(gelu.forward(fc.forward(block.ln2.forward(x))))  # d_model -> d_ff -> d_model
         return self.ln_f.forward(x)

@@ -12,8 +12,11 @@ function is the work, and the fixture of the same name returns its result (or ra
 When a selected test uses the fixture, tests/conftest.py starts the job as soon as the tests are
 collected and moves the tests that use it to the end of the run, so that by the time they run
 the work is done. A job can wait for the book build (``after_book``: it then runs on the core the
-build leaves free, beside the browser tests) and for other jobs (``after``), so that two jobs that
-each keep a core busy do not run at once.
+build leaves free; ``needs_book``: the same, for work on the built book, which starts the build
+whenever the job is needed) and for other jobs (``after``), so that two jobs that each keep a core
+busy do not run at once. A job's ``items`` are the selected tests that use it (set by tests/conftest.py; None
+when the fixture was asked for outside the collection hook's reach): a job whose work is per test
+(the browser's checks of the built book, tests/test_browser.py) does the selected tests' work only.
 """
 
 from __future__ import annotations
@@ -49,12 +52,14 @@ def finish(timeout: float = 600) -> None:
 
 
 class Job:
-    def __init__(self, name: str, work: Callable, after: tuple[str, ...], after_book: bool):
-        self.name, self.work, self.after, self.after_book = name, work, after, after_book
+    def __init__(self, name: str, work: Callable, after: tuple[str, ...], after_book: bool, needs_book: bool):
+        self.name, self.work, self.after = name, work, after
+        self.after_book, self.needs_book = after_book or needs_book, needs_book
         self.thread: threading.Thread | None = None
         self.outcome: dict = {}
+        self.items: list[pytest.Item] | None = None
 
-    def start(self, wait_for_book: Callable[[], None]) -> None:
+    def start(self, wait_for_book: Callable[[], int | None]) -> None:
         if self.thread is not None:
             return
 
@@ -80,18 +85,21 @@ class Job:
             raise AssertionError(f"the background job {self.name} did not finish within {timeout:g} s")
         if "error" in self.outcome:
             error = self.outcome["error"]
-            if isinstance(error, AssertionError):
-                raise error
+            if isinstance(error, (AssertionError, pytest.skip.Exception, pytest.fail.Exception)):
+                raise error  # a failed check, or the job's own pytest.skip / pytest.fail
             detail = getattr(error, "stderr", None) or ""
             raise AssertionError(f"the background job {self.name} failed: {error!r}\n{detail}") from error
         return self.outcome["result"]
 
 
-def job(*, after: tuple[str, ...] = (), after_book: bool = False):
-    """Declare ``work`` as a background job and a session fixture of the same name that returns its result."""
+def job(*, after: tuple[str, ...] = (), after_book: bool = False, needs_book: bool = False):
+    """Declare ``work`` as a background job and a session fixture of the same name that returns its result.
+
+    ``after_book``: start once this session's book build (if any) has ended. ``needs_book``: the work
+    uses the built book, so selecting a test that uses the job starts the build too."""
 
     def declare(work: Callable):
-        JOBS[work.__name__] = Job(work.__name__, work, tuple(after), after_book)
+        JOBS[work.__name__] = Job(work.__name__, work, tuple(after), after_book, needs_book)
 
         def result_fixture():
             JOBS[work.__name__].start(_WAIT_FOR_BOOK[0])  # asked for outside the collection hook's reach
@@ -103,5 +111,11 @@ def job(*, after: tuple[str, ...] = (), after_book: bool = False):
     return declare
 
 
-# tests/conftest.py sets this to a function that waits for the book build (a no-op without one)
-_WAIT_FOR_BOOK: list[Callable[[], None]] = [lambda: None]
+def book_returncode() -> int | None:
+    """Wait for the book build of this session; its exit status (0: built), or None without a build."""
+    return _WAIT_FOR_BOOK[0]()
+
+
+# tests/conftest.py sets this to a function that waits for the book build and returns its exit
+# status (None without one)
+_WAIT_FOR_BOOK: list[Callable[[], int | None]] = [lambda: None]

@@ -39,7 +39,8 @@ def _uses(items, fixture: str) -> list:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Tests that need the book run after the rest, and tests that need a background job
-    (tests/_background.py) after those; the book build and the jobs start now."""
+    (tests/_background.py) after those; the book build (when a test or a job needs it) and the
+    jobs start now."""
     if config.option.collectonly:
         return
     book = _uses(items, "book_build")
@@ -47,15 +48,17 @@ def pytest_collection_modifyitems(session, config, items):
     waiting = book + [item for name in jobs for item in _uses(items, name) if item not in book]
     chosen = set(map(id, waiting))
     items[:] = [item for item in items if id(item) not in chosen] + list(dict.fromkeys(waiting))
-    if book:
+    if book or any(_background.JOBS[name].needs_book for name in jobs):
         _start_book_build()
     for name in jobs:
+        _background.JOBS[name].items = _uses(items, name)
         _background.JOBS[name].start(_wait_for_book)
 
 
-def _wait_for_book() -> None:
+def _wait_for_book() -> int | None:
     if "proc" in _BOOK:
-        _BOOK["proc"].wait()
+        return _BOOK["proc"].wait()
+    return None
 
 
 _background._WAIT_FOR_BOOK[0] = _wait_for_book

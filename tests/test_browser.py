@@ -8,6 +8,10 @@ that no request left loopback. A full-page screenshot of every chapter goes to
 and its own: its search finds the chapter that teaches each course term, no page
 shows the theme's English words, and the introduction shows its figure.
 
+The browser does its work in the background (tests/_background.py): as soon as the book is
+built, one Chromium runs the check of every selected test of this module (``CHECKS``), beside
+the other tests, which keep the other core busy; each test then raises what its check raised.
+
 Without Chromium the test is skipped, with a message saying so; under CI
 (`CI=true`) a missing browser is a failure.
 """
@@ -18,8 +22,10 @@ import functools
 import http.server
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import _background
 import pytest
 from _chromium import requests, require_browser, start_chromium
 
@@ -36,23 +42,53 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def site(book_build):
-    """The built book served on 127.0.0.1 (a free port), for the length of the module."""
+# test function -> its check, called as check(browser, site, *the test's parameters) (filled below)
+CHECKS: dict[str, Callable] = {}
+
+
+def _key(item: pytest.Item) -> tuple:
+    """A test's function and parameters: ("test_chapter_page", "01_embeddings")."""
+    callspec = getattr(item, "callspec", None)
+    return (item.originalname, *(callspec.params.values() if callspec else ()))
+
+
+@_background.job(needs_book=True)
+def browsed() -> dict[tuple, BaseException | None]:
+    """The check of every selected test (``CHECKS``) in one headless Chromium, on the built book
+    served on 127.0.0.1 (a free port): the test's key (``_key``) -> what its check raised, or None.
+
+    In the background once the book is built, beside the other tests and jobs."""
     require_browser()
-    assert book_build.returncode == 0, "the book did not build; see test_book.py"
+    assert _background.book_returncode() == 0, "the book did not build; see test_book.py"
+    keys = dict.fromkeys(map(_key, _background.JOBS["browsed"].items or ()))  # the selected tests, in order
     handler = functools.partial(_QuietHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    site = f"http://127.0.0.1:{server.server_address[1]}"
+    driver = start_chromium(_background.temporary_dir("chromium-profile-"))
+    outcomes: dict[tuple, BaseException | None] = {}
+    try:
+        for key in keys:
+            if _background.CANCELLED.is_set():
+                break
+            try:
+                CHECKS[key[0]](driver, site, *key[1:])
+                outcomes[key] = None
+            except (Exception, pytest.skip.Exception, pytest.fail.Exception) as e:
+                outcomes[key] = e
+    finally:
+        driver.quit()
+        server.shutdown()
+    return outcomes
 
 
-@pytest.fixture(scope="module")
-def browser(site, tmp_path_factory):
-    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
+def _outcome(browsed: dict, request: pytest.FixtureRequest) -> None:
+    """Raise what the test's check raised in the background (an assertion, a skip), if anything."""
+    key = _key(request.node)
+    assert key in browsed, f"the browser job did not run {key}: it runs the tests selected at collection"
+    error = browsed[key]
+    if error is not None:
+        raise error
 
 
 def _open(driver, url: str) -> None:
@@ -75,9 +111,13 @@ def _wait_for_mathjax(driver) -> bool:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chapter_page(browser, site, chapter):
+def test_chapter_page(browsed, request, chapter):
     """A chapter as a reader meets it (_check_page); its link to the Chinese page; and its solutions,
     closed dropdowns that open on a click (checked on the same page load: each load typesets the math)."""
+    _outcome(browsed, request)
+
+
+def _chapter_page(browser, site, chapter):
     _check_page(browser, site, f"{site}/notebooks/{chapter}.html", SHOTS / f"{chapter}.png")
     _check_edition_link(browser, "中文", f"{site}/zh/notebooks/{chapter}.html")
     _check_solutions(browser, chapter)
@@ -85,9 +125,12 @@ def test_chapter_page(browser, site, chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chinese_chapter_page(browser, site, chapter):
+def test_chinese_chapter_page(browsed, request, chapter):
     """The Chinese edition (_build/html/zh): the same checks, a Chinese title, and a link to the English page."""
+    _outcome(browsed, request)
 
+
+def _chinese_chapter_page(browser, site, chapter):
     page = _check_page(browser, site, f"{site}/zh/notebooks/{chapter}.html", SHOTS / "zh" / f"{chapter}.png")
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["title"]), f"not a Chinese title: {page['title']!r}"
     assert any("\u4e00" <= ch <= "\u9fff" for ch in page["text"][:2000])
@@ -95,6 +138,9 @@ def test_chinese_chapter_page(browser, site, chapter):
     assert not english_alt, f"figures whose alt text is not in Chinese: {english_alt}"
     _check_edition_link(browser, "English", f"{site}/notebooks/{chapter}.html")
     _check_explorers(browser, chapter, "zh_CN")
+
+
+CHECKS.update(test_chapter_page=_chapter_page, test_chinese_chapter_page=_chinese_chapter_page)
 
 
 def _check_edition_link(browser, label: str, target: str) -> None:
@@ -272,10 +318,17 @@ def _check_solutions(browser, chapter: str) -> None:
         assert all(o.is_displayed() for o in outputs), "the opened solution hides its output"
 
 
-@pytest.mark.parametrize("edition, query", [("", "causal"), ("zh/", "掩码")], ids=["en", "zh"])
-def test_search_finds_the_masking_chapter(browser, site, edition, query):
+SEARCHES = [("", "causal"), ("zh/", "掩码")]
+
+
+@pytest.mark.parametrize("edition, query", SEARCHES, ids=["en", "zh"])
+def test_search_finds_the_masking_chapter(browsed, request, edition, query):
     """Each edition's search finds chapter 4 (the Chinese one splits words with jieba); the results are
     read once the search has finished (its summary is written last), not when the first one appears."""
+    _outcome(browsed, request)
+
+
+def _search_finds_the_masking_chapter(browser, site, edition, query):
     masking = [c for c in CHAPTERS if "masking" in c]
     if not masking:
         pytest.skip("the masking chapter is not written yet")
@@ -323,7 +376,12 @@ def _search(browser, site, edition: str, query: str) -> list[str]:
 
 
 @pytest.mark.parametrize("query, chapter", CHINESE_TERMS, ids=[q for q, _ in CHINESE_TERMS])
-def test_chinese_search_finds_the_chapter_that_teaches_a_term(browser, site, query, chapter):
+def test_chinese_search_finds_the_chapter_that_teaches_a_term(browsed, request, query, chapter):
+    """The Chinese search finds the chapter that teaches each course term, with no console error."""
+    _outcome(browsed, request)
+
+
+def _chinese_search_finds_the_chapter(browser, site, query, chapter):
     if chapter not in CHAPTERS:
         pytest.skip(f"{chapter} is not written yet")
     links = _search(browser, site, "zh/", query)
@@ -372,9 +430,13 @@ def _pages(edition: Path) -> list[str]:
     )
 
 
-def test_chinese_pages_have_no_english_theme_words(browser, site):
+def test_chinese_pages_have_no_english_theme_words(browsed, request):
     """On every Chinese page: none of the theme's English words in the text, placeholders, titles,
     tooltips, aria-labels or alt texts (the English pages keep them)."""
+    _outcome(browsed, request)
+
+
+def _no_english_theme_words(browser, site):
     pages = _pages(HTML / "zh")
     assert "book/intro.html" in pages and "search.html" in pages and len(pages) >= 20, pages
     found = {}
@@ -391,9 +453,13 @@ def test_chinese_pages_have_no_english_theme_words(browser, site):
         assert any(word in text for text in seen), f"the English page lost {word!r}"
 
 
-def test_chinese_introduction_shows_the_overview_figure(browser, site):
+def test_chinese_introduction_shows_the_overview_figure(browsed, request):
     """The introduction's figure is on the Chinese page (the Chinese build executes book/intro.md),
     with Chinese alt text and caption."""
+    _outcome(browsed, request)
+
+
+def _chinese_introduction_figure(browser, site):
     _open(browser, f"{site}/zh/book/intro.html")
     figure = browser.execute_script("""
         const img = document.querySelector('article figure img');
@@ -404,3 +470,11 @@ def test_chinese_introduction_shows_the_overview_figure(browser, site):
     assert figure["loaded"], "the figure did not load"
     for what in ("alt", "caption"):
         assert any("\u4e00" <= ch <= "\u9fff" for ch in figure[what]), f"not Chinese: the {what} {figure[what]!r}"
+
+
+CHECKS.update(
+    test_search_finds_the_masking_chapter=_search_finds_the_masking_chapter,
+    test_chinese_search_finds_the_chapter_that_teaches_a_term=_chinese_search_finds_the_chapter,
+    test_chinese_pages_have_no_english_theme_words=_no_english_theme_words,
+    test_chinese_introduction_shows_the_overview_figure=_chinese_introduction_figure,
+)

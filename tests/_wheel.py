@@ -1,6 +1,6 @@
 """attnlib's wheel, built from a copy of what it is built from and installed into a fresh virtual
-environment with the course's pinned versions (tests/test_packaging.py). Installing takes a minute,
-so it is prepared as a background job (tests/_background.py) once the book is built and the homework graded."""
+environment with the course's pinned versions (tests/test_packaging.py). Installing takes half a
+minute, so it is prepared as a background job (tests/_background.py) once the book is built."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ def build_and_install(work: Path) -> Installed:
     constraints.write_text("\n".join(requirements_pins()) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     python = env_dir / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)],
+    subprocess.run(  # --no-compile: no .pyc for every file of every package (torch's alone take seconds)
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "-c", str(constraints), str(wheel)],
         check=True,
         cwd=work,
         env=env,

@@ -227,10 +227,11 @@ def test_the_source_sample_covers_every_kind_of_case_and_answer():
     assert sample == every, f"not covered by SOURCE_SAMPLE: {every - sample}"
 
 
-@_background.job(after_book=True, after=("graded_released",))
+@_background.job(after_book=True, after=("installed_wheel",))
 def graded_sources():
-    """SOURCE_SAMPLE graded by the command line, in a process of its own, in the background after
-    the student versions: (the sources, their digests before, the finished process, the JSON report)."""
+    """SOURCE_SAMPLE graded by the command line, in a process of its own, in the background once the
+    wheel is installed (tests/test_packaging.py), beside the student versions: (the sources, their
+    digests before, the finished process, the JSON report)."""
     sources = [ROOT / "notebooks" / name for name in SOURCE_SAMPLE]
     report = _background.temporary_dir("grade-") / "report.json"
     before = {p: _digest(p) for p in sources}

@@ -45,7 +45,7 @@ except AssertionError as e:
 
 @_background.job(after_book=True)
 def installed_wheel():
-    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py): a minute of
+    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py): half a minute of
     pip, in the background once the book is built."""
     return _wheel.build_and_install(_background.temporary_dir("attnlib-wheel-"))
 

@@ -77,18 +77,22 @@ def graded_released():
     the notebook as it ran).
 
     The one execution of the full set of chapters in this file: a student version must run to its
-    first check in a fresh kernel, and score 0. One kernel at a time, in the background once the
-    book is built (tests/_background.py), beside the browser tests."""
+    first check in a fresh kernel, and score 0. In the background once the book is built
+    (tests/_background.py), two kernels at a time: the longest part of the suite after the book,
+    it then uses both cores once the other tests are done."""
     out = _background.temporary_dir("student-")
     homework.release(CHAPTERS, out)
-    graded = {}
-    for path in CHAPTERS:
+
+    def grade(path: Path):
         if _background.CANCELLED.is_set():
-            break
+            return None
         executed: list = []
         results = homework.grade_one(out / path.name, timeout=120, executed=executed)
-        graded[path.name] = (results, executed[0])
-    return graded
+        return results, executed[0]
+
+    with ThreadPoolExecutor(2) as pool:
+        graded = dict(zip((p.name for p in CHAPTERS), pool.map(grade, CHAPTERS)))
+    return {name: done for name, done in graded.items() if done is not None}
 
 
 # ------------------------------------------------------------------ convention

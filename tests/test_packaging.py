@@ -44,22 +44,39 @@ except AssertionError as e:
 
 
 @_background.job(after_book=True)
-def installed_wheel():
-    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py): half a minute of
-    pip, in the background once the book is built."""
-    return _wheel.build_and_install(_background.temporary_dir("attnlib-wheel-"))
+def installed_wheel() -> dict:
+    """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py) and used there
+    as a learner and an instructor would, in the background once the book is built (half a
+    minute of pip, then seconds of imports): the installed wheel, and each run's finished process."""
+    installed = _wheel.build_and_install(_background.temporary_dir("attnlib-wheel-"))
+    python, env, work = installed.python, installed.env, _background.temporary_dir("attnlib-learner-")
+
+    def run(*args, **more_env):
+        return subprocess.run([str(python), *args], cwd=work, env={**env, **more_env}, capture_output=True, text=True)
+
+    runs = {
+        "installed": installed,
+        "learner": run("-c", LEARNER, MPLBACKEND="Agg"),
+        # ATTNLIB_LANG=zh_CN: the same checker answers in Chinese, from the catalog inside the wheel
+        "learner_zh": run("-c", LEARNER, MPLBACKEND="Agg", ATTNLIB_LANG="zh_CN"),
+        # attnlib alone installs none of the tools' dependencies; the "tools" extra adds them for the grader
+        "bare": run("-c", f"import importlib.util as u; print([m for m in {TOOLS!r} if u.find_spec(m)])"),
+    }
+    runs["tools"] = run(
+        "-m", "pip", "install", "-q", "--no-compile", "-c", str(installed.constraints), f"{installed.wheel}[tools]"
+    )
+    runs["cli"] = run("-m", "coursetools.homework", "--help")
+    return runs
+
+
+TOOLS = ("nbformat", "nbclient", "polib")  # the "tools" extra's dependencies that attnlib alone does not install
 
 
 @pytest.mark.slow
-def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_wheel, tmp_path):
+def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_wheel):
     """The wheel (tests/_wheel.py: built from its sources alone, installed into a fresh environment
-    with the course's pins, in the background while other tests run) holds every module and works."""
-    python, wheel, constraints, env = (
-        installed_wheel.python,
-        installed_wheel.wheel,
-        installed_wheel.constraints,
-        installed_wheel.env,
-    )
+    with the course's pins, and used there, in the background while other tests run) holds every
+    module and works, in English and in Chinese; its "tools" extra adds the grader."""
     for module in (
         "attnlib/__init__.py",
         "attnlib/check/__init__.py",
@@ -70,39 +87,21 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_w
         "coursetools/homework.py",
         "coursetools/translate.py",
     ):
-        assert module in installed_wheel.names, f"{module} is missing from the wheel"
+        assert module in installed_wheel["installed"].names, f"{module} is missing from the wheel"
 
-    run = subprocess.run(
-        [str(python), "-c", LEARNER], cwd=tmp_path, env={**env, "MPLBACKEND": "Agg"}, capture_output=True, text=True
-    )
+    run = installed_wheel["learner"]
     assert run.returncode == 0, run.stderr
     assert "check.stable_softmax: all" in run.stdout and "cases passed" in run.stdout
     assert "stable_softmax: wrong values" in run.stdout and "hint: subtract the row maximum" in run.stdout
-    # ATTNLIB_LANG=zh_CN: the same checker answers in Chinese, from the catalog inside the wheel
-    zh = subprocess.run(
-        [str(python), "-c", LEARNER],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**env, "MPLBACKEND": "Agg", "ATTNLIB_LANG": "zh_CN"},
-    )
+    zh = installed_wheel["learner_zh"]
     assert zh.returncode == 0, zh.stderr
     assert "check.stable_softmax：全部" in zh.stdout and "个用例通过" in zh.stdout, zh.stdout
     assert "stable_softmax：值不对" in zh.stdout and "提示：求 exp 之前先减去每行的最大值" in zh.stdout, zh.stdout
-    # attnlib alone installs none of the tools' dependencies; the "tools" extra adds them for the grader
-    tools = ("nbformat", "nbclient", "polib")
-    probe = f"import importlib.util as u; print([m for m in {tools!r} if u.find_spec(m)])"
-    bare = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    bare = installed_wheel["bare"]
     assert bare.returncode == 0 and bare.stdout.strip() == "[]", (bare.stdout, bare.stderr)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-c", str(constraints), f"{wheel}[tools]"],
-        check=True,
-        cwd=tmp_path,
-        env=env,
-    )
-    cli = subprocess.run(
-        [str(python), "-m", "coursetools.homework", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    tools = installed_wheel["tools"]
+    assert tools.returncode == 0, tools.stderr
+    cli = installed_wheel["cli"]
     assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
 
 

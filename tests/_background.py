@@ -14,9 +14,10 @@ collected and moves the tests that use it to the end of the run, so that by the 
 the work is done. A job can wait for the book build (``after_book``: it then runs on the core the
 build leaves free; ``needs_book``: the same, for work on the built book, which starts the build
 whenever the job is needed) and for other jobs (``after``), so that two jobs that each keep a core
-busy do not run at once. A job's ``items`` are the selected tests that use it (set by tests/conftest.py; None
-when the fixture was asked for outside the collection hook's reach): a job whose work is per test
-(the browser's checks of the built book, tests/test_browser.py) does the selected tests' work only.
+busy do not run at once. A job's ``items`` are the selected tests that use it (set by
+tests/conftest.py; None when the fixture was asked for outside the collection hook's reach): a job
+whose work is per test (the browser's checks of the built book, tests/test_browser.py) does the
+selected tests' work only.
 """
 
 from __future__ import annotations

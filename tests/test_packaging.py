@@ -43,6 +43,9 @@ except AssertionError as e:
 """
 
 
+TOOLS = ("nbformat", "nbclient", "polib")  # the "tools" extra's dependencies that attnlib alone does not install
+
+
 @_background.job(after_book=True)
 def installed_wheel() -> dict:
     """attnlib's wheel installed into a fresh virtual environment (tests/_wheel.py) and used there
@@ -67,9 +70,6 @@ def installed_wheel() -> dict:
     )
     runs["cli"] = run("-m", "coursetools.homework", "--help")
     return runs
-
-
-TOOLS = ("nbformat", "nbclient", "polib")  # the "tools" extra's dependencies that attnlib alone does not install
 
 
 @pytest.mark.slow

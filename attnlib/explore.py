@@ -6,7 +6,8 @@
 * the query tokens in a column on the left, the key tokens on the right, and a line from
   each query to each key whose opacity and width are the weight;
 * hovering (or focusing) a query shows only its row, with the weights as numbers (2 decimals)
-  beside the keys and in a table, one line per head; clicking it (or Enter) pins the row;
+  beside the keys and in a table, one line per head; clicking it (or Enter) pins the row,
+  clicking it again unpins and hides it (on a touch screen: a tap, and the hint says "tap");
   Tab reaches the queries, the arrow keys move between them, Escape unpins;
 * a head selector (each head its colour, from the colour-blind-safe Okabe-Ito palette, and
   "all heads" overlaid), a layer selector and a slider over training steps, each shown only
@@ -54,6 +55,8 @@ SCALE = 10_000  # weights stored as integers in ten-thousandths: 4 decimals
 # The words the view shows (English msgids, looked up with tr).
 WORDS = ("queries", "keys", "layer", "head", "all heads", "step", "masked", "weights of")
 HINT = "Hover or focus a query to see its weights; click it or press Enter to pin it."
+# The hint on a touch screen (CSS media "(hover: none) and (pointer: coarse)"), chosen by the page's script.
+HINT_TOUCH = "Tap a query to see its weights and pin it; tap it again to unpin it."
 # What the page says until its script runs: JupyterLab runs the scripts of a saved output only in a
 # notebook it trusts (one it executed itself), so a notebook opened from a clone shows this until the cell runs.
 STILL = "A still view: run this cell to point at the queries (JupyterLab runs a saved output's script only in a trusted notebook)."
@@ -96,8 +99,9 @@ class Explorer:
             "colors": [OKABE_ITO[h % len(OKABE_ITO)] for h in range(len(self.heads))],
             "heads": self.heads,
             "steps": self.steps,
-            "text": {"masked": tr("masked"), "hint": tr(HINT)},
-            "hint": HINT,  # the English key of the hint, for data-i18n
+            "text": {"masked": tr("masked"), "hint": tr(HINT), "hintTouch": tr(HINT_TOUCH)},
+            "hint": HINT,  # the English keys of the hints, for data-i18n
+            "hintTouch": HINT_TOUCH,
         }
 
     def _repr_html_(self) -> str:
@@ -311,14 +315,16 @@ def render(ex: Explorer) -> str:
     return (
         f'<div class="attnx" id="{uid}"><style>{STYLE}</style>{title}'
         f'<div class="attnx-controls">{"".join(controls)}</div>'
-        f'<div class="attnx-view"><div class="attnx-col attnx-queries" aria-label="{esc(tr("queries"))}">'
+        f'<div class="attnx-view"><div class="attnx-col attnx-queries" role="group" aria-label="{esc(tr("queries"))}">'
         f'<div class="attnx-head-row">{_word("queries")}</div>{queries}</div>'
         f'<svg class="attnx-lines" width="{LINES_PX}" height="{height + ROW_PX}" aria-hidden="true">'
         f'<g transform="translate(0,{ROW_PX})"></g></svg>'
         f'<div class="attnx-col attnx-keys"><div class="attnx-head-row">{_word("keys")}</div>{keys}</div></div>'
+        # the table scrolls sideways in its own box on a phone: a keyboard reaches that box (tabindex, named region)
+        f'<div class="attnx-scroll" tabindex="0" role="region" aria-label="{esc(tr("weights of"))}">'
         f'<table class="attnx-table"><caption>{_word("weights of")} <b class="attnx-which">–</b></caption>'
         f'<thead><tr><th scope="col">{_word("head")}</th>{header}</tr></thead>'
-        f'<tbody aria-live="polite"></tbody></table>'
+        f'<tbody aria-live="polite"></tbody></table></div>'
         f'<p class="attnx-hint" data-i18n="{esc(STILL)}">{esc(tr(STILL))}</p>'
         f'<script type="application/json" class="attnx-data">{data}</script>'
         f'<script>{SCRIPT}\nattnx("{uid}");</script></div>'
@@ -333,7 +339,7 @@ STYLE = (
     ".attnx-col{display:flex;flex-direction:column}"
     ".attnx-q,.attnx-k,.attnx-head-row{height:24px;line-height:22px;box-sizing:border-box;white-space:nowrap;"
     "max-width:12em;overflow:hidden;text-overflow:ellipsis;padding:0 .4em;margin:0}"
-    ".attnx-head-row{font-style:italic;opacity:.7}"
+    ".attnx-head-row{font-style:normal;opacity:.7}"  # no italics: Chinese labels are never slanted
     ".attnx-queries{align-items:flex-end}"
     ".attnx-q{font:inherit;color:inherit;background:none;border:1px solid transparent;border-radius:3px;"
     "cursor:pointer;text-align:right}"
@@ -341,11 +347,14 @@ STYLE = (
     ".attnx-q.attnx-on{border-color:currentColor}"
     '.attnx-q[aria-pressed="true"]{font-weight:bold;background:rgba(0,114,178,.15)}'
     ".attnx-v{display:inline-block;min-width:2.6em;font-variant-numeric:tabular-nums;opacity:.8}"
-    ".attnx-masked{color:#777;text-decoration:line-through;"
+    # #444: 4.5:1 or more on the hatch's grey stripes, in the light theme and on the dark theme's light output box
+    ".attnx-masked{color:#444;text-decoration:line-through;"
     "background:repeating-linear-gradient(45deg,rgba(128,128,128,.3) 0 3px,transparent 3px 6px)}"
     ".attnx-table .attnx-masked{text-decoration:none}"
     ".attnx-table{border-collapse:collapse;margin-top:.5em;font-variant-numeric:tabular-nums}"
-    ".attnx-table caption{text-align:left}"
+    ".attnx-table caption{text-align:left;color:inherit}"  # not the theme's muted grey (1.7:1 in dark mode)
+    ".attnx-scroll{max-width:100%;overflow-x:auto}"
+    ".attnx-scroll:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
     ".attnx-table th,.attnx-table td{border:1px solid rgba(128,128,128,.4);padding:1px 4px;text-align:right}"
     ".attnx-sw{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:-1px}"
     ".attnx-hint{font-size:90%;opacity:.7;margin:.3em 0}"
@@ -389,7 +398,9 @@ qs.forEach(function(q,r){
   q.addEventListener("mouseleave",function(){st.show=-1;draw();});
   q.addEventListener("focus",function(){qs.forEach(function(o,k){o.tabIndex=k===r?0:-1;});st.show=r;draw();});
   q.addEventListener("blur",function(){st.show=-1;draw();});
-  q.addEventListener("click",function(){st.pin=st.pin===r?-1:r;draw();});
+  // a second click or tap unpins and hides the row (a touch screen's emulated hover would keep it shown);
+  // Enter on a focused query (a click with detail 0) unpins and keeps showing the focused row
+  q.addEventListener("click",function(e){if(st.pin===r){st.pin=-1;if(e.detail)st.show=-1;}else st.pin=r;draw();});
   q.addEventListener("keydown",function(e){
     var to={ArrowDown:r+1,ArrowUp:r-1,Home:0,End:qs.length-1}[e.key];
     if(to!==undefined){e.preventDefault();focusQ(to);}
@@ -397,7 +408,8 @@ qs.forEach(function(q,r){
 });
 if(layer)layer.addEventListener("change",function(){st.l=+layer.value;draw();});
 if(head)head.addEventListener("change",function(){st.h=+head.value;draw();});
-var hint=root.querySelector(".attnx-hint");hint.textContent=D.text.hint;hint.dataset.i18n=D.hint;
+var touch=window.matchMedia&&window.matchMedia("(hover: none) and (pointer: coarse)").matches;  // a finger, no mouse
+var hint=root.querySelector(".attnx-hint");hint.textContent=touch?D.text.hintTouch:D.text.hint;hint.dataset.i18n=touch?D.hintTouch:D.hint;
 if(step)step.addEventListener("input",function(){st.s=+step.value;stepLabel.textContent=D.steps[st.s];draw();});
 draw();
 }""".replace("__ROW__", str(ROW_PX)).replace("__W__", str(LINES_PX))

@@ -4,9 +4,10 @@ A boolean mask is a table: ``mask[i, j]`` says whether query ``i`` may attend to
 FlexAttention (PyTorch 2.5+) takes the rule instead of the table: a ``mask_mod(b, h, q_idx,
 kv_idx) -> bool`` says whether query ``q_idx`` of head ``h`` of sequence ``b`` may attend to key
 ``kv_idx``, and a ``score_mod(score, b, h, q_idx, kv_idx) -> score`` changes one score before
-the softmax. Compiled, the rule becomes part of one fused kernel that skips the blocks a mask
-rules out; uncompiled (as on a laptop CPU here) it is evaluated on every (query, key) pair, the
-table built and used as :func:`attnlib.attention` would, which is what this module's
+the softmax. Compiled (``torch.compile(flex_attention)``, on GPUs and, since PyTorch 2.6, on x86
+CPUs), the rule becomes part of one fused kernel that skips the blocks a mask rules out;
+uncompiled, as in the book (compiling takes time), it is evaluated on every (query, key) pair,
+the table built and used as :func:`attnlib.attention` would, which is what this module's
 :func:`mask_from_mod` shows.
 
 Each function here returns a ``mask_mod`` or a ``score_mod``; :mod:`attnlib.masks` has the

@@ -6,8 +6,10 @@ Two things change on the way:
 
 * GPT-2 stores its matrices as ``Conv1D`` weights ``(d_in, d_out)``, the papers' ``W``;
   ``nn.Linear`` stores ``W^T``, ``(d_out, d_in)``: every matrix is transposed.
-* Llama, Qwen3 and Mistral pair RoPE's dimensions as ``(i, i + d_head/2)`` ("rotate half"),
-  attnlib as ``(2i, 2i + 1)`` (RoFormer's interleaved pairs). The rotation is the same once
+* Llama, Qwen3 and Mistral in ``transformers`` pair RoPE's dimensions as ``(i, i + d_head/2)``
+  ("rotate half", GPT-NeoX's layout, the one Qwen and Gemma are trained in; serving code such as
+  vLLM and llama.cpp calls it NeoX style, ``is_neox_style=True``), attnlib as ``(2i, 2i + 1)``
+  (RoFormer's interleaved pairs, Meta's original Llama code; GPT-J style). The rotation is the same once
   each head's query and key dimensions are put in the other order: a fixed permutation of
   the rows of ``W_Q`` and ``W_K`` (and of the QK-norm gains), :func:`rotate_half_to_interleaved`.
   Scores are sums over a head's dimensions, so they do not change; values and outputs are
@@ -61,9 +63,11 @@ def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
 def from_hf(model) -> GPT | MultiHeadLatentAttention:
     """An attnlib :class:`~attnlib.model.GPT` with the weights of a ``transformers`` model.
 
-    Supported: ``GPT2LMHeadModel`` (GPT-2), ``LlamaForCausalLM`` (Llama 2, 3), ``Qwen3ForCausalLM``
-    and ``MistralForCausalLM`` (its ``sliding_window`` too: chapter 15), with RoPE's default
-    frequencies (no ``rope_scaling``). The new model is on ``model``'s device, in its dtype and
+    Supported: ``GPT2LMHeadModel`` (GPT-2), ``LlamaForCausalLM`` (Llama 2, and Llama 3 as released
+    in April 2024: not Llama 3.1, 3.2 or 3.3, whose ``"llama3"`` RoPE scaling is refused),
+    ``Qwen3ForCausalLM`` (without YaRN) and ``MistralForCausalLM`` (its ``sliding_window`` too:
+    chapter 15), with RoPE's default frequencies only: any ``rope_scaling`` / non-default
+    ``rope_type`` raises an error that names it. The new model is on ``model``'s device, in its dtype and
     training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
 
     Args:
@@ -192,7 +196,7 @@ def _mla_from_hf(layer) -> MultiHeadLatentAttention:
     if c.q_lora_rank is None:
         state["w_q.weight"] = hf["q_proj.weight"]
     else:
-        state |= {"w_dq.weight": hf["q_a_proj.weight"], "q_norm.weight": hf["q_a_layernorm.weight"],
+        state |= {"w_dq.weight": hf["q_a_proj.weight"], "q_latent_norm.weight": hf["q_a_layernorm.weight"],
                   "w_uq.weight": hf["q_b_proj.weight"]}  # fmt: skip
     mla.load_state_dict(state)
     return mla.train(layer.training)

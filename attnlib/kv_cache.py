@@ -3,9 +3,10 @@
 A layer's cache holds the keys and values of the tokens it has seen, so that each new token
 projects only its own key and value (chapter 12). A model that attends within a sliding window
 (chapter 15: Mistral, Gemma) never looks further back than ``window`` tokens, so its cache needs
-no more: ``KVCache(window=w)`` keeps the last ``w`` tokens and evicts the older ones, and its
-memory stays constant however long the generation. StreamingLLM (Xiao et al. 2023) keeps the
-first ``sinks`` tokens too: ``KVCache(window=w, sinks=s)``.
+no more: ``KVCache(window=w)`` holds the last ``w - 1`` tokens between two steps (``w`` with the
+new token, during a step) and evicts the older ones, and its memory stays constant however long
+the generation. StreamingLLM (Xiao et al. 2023) keeps the first ``sinks`` tokens too:
+``KVCache(window=w, sinks=s)``, ``s + w - 1`` tokens between two steps.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ class KVCache:
 
     Chapter 15: ``KVCache(window=w)`` is a rolling cache. After each update it keeps what the next
     token needs, the last ``w - 1`` tokens (with the next token itself, a window of ``w``), and
-    evicts the older ones (Mistral's rolling buffer; ``transformers`` keeps the same). The tokens
+    evicts the older ones, as ``transformers``' sliding-window cache does
+    (``DynamicSlidingWindowLayer`` keeps ``sliding_window - 1``); :attr:`nbytes` between two steps
+    is then :func:`attnlib.kv_cache_bytes`'s count for a sliding layer. Mistral's paper writes the
+    same window into a ring of ``w`` slots, in place, at position ``i mod w``; this cache copies the
+    kept rows at each step instead (shorter code, the same keys). The tokens
     of one update are returned whole, however many: a prompt or a chunk longer than ``w`` attends
     to what it needs before the eviction. ``KVCache(window=w, sinks=s)`` keeps the first ``s``
     tokens as well (StreamingLLM, Xiao et al. 2023): a new token attends to at most ``s + w``.
@@ -90,7 +95,7 @@ class KVCache:
     @property
     def positions(self) -> torch.Tensor:
         """The positions in the sequence of the held tokens, ``(T_cached,)``: ``0 .. T_cached - 1``
-        without a window; the first ``sinks`` and the last ``window`` positions with one."""
+        without a window; the first ``sinks`` and the last ``window - 1`` positions with one."""
         if self._positions is not None:
             return self._positions
         return torch.arange(len(self), device=None if self.k is None else self.k.device)

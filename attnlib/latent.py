@@ -16,9 +16,15 @@ RoPE cannot act on ``k_h``: the rotation depends on the position, so it would si
     k_h   = [c W_UK,h, RoPE(x W_KR)]          # the rotated part is the same for every head
     score = q_h . k_h / sqrt(d_head_nope + d_head_rope)
 
-Absorption (inference): ``q_nope,h . (c W_UK,h) = (q_nope,h W_UK,h^T) . c``, so the scores can be
-taken against the cached latent without expanding any key, and ``(weights c) W_UV,h`` mixes the
-latents first and expands once: ``absorb=True`` computes the layer that way.
+Three forms compute the same outputs (chapter 16 names them so):
+
+1. expanded: every cached latent expanded into each head's key and value (``absorb=False``);
+2. absorbed, at run time: ``q_nope,h . (c W_UK,h) = (q_nope,h W_UK,h^T) . c``, so the scores are
+   taken against the cached latent without expanding any key, and ``(weights c) W_UV,h`` mixes
+   the latents first and expands once (``absorb=True``; serving code such as vLLM and FlashMLA
+   calls this the absorbed form);
+3. pre-multiplied: ``W_Q,h W_UK,h^T`` and ``W_UV,h W_O,h`` multiplied once, offline (DeepSeek-V2's
+   "W_UK absorbed into W_Q, W_UV into W_O"); attnlib does not compute it.
 """
 
 from __future__ import annotations
@@ -45,8 +51,8 @@ class MultiHeadLatentAttention(nn.Module):
 
     ``out = concat_h(softmax(q_h k_h^T / sqrt(d_head_nope + d_head_rope) + M) v_h) W_O`` with
     ``k_h = [c W_UK,h, RoPE(x W_KR)]``, ``v_h = c W_UV,h`` and ``c = RMSNorm(x W_DKV)`` (the module
-    docstring has the whole derivation). Layers: ``w_q`` (or ``w_dq``, ``q_norm``, ``w_uq`` with
-    ``q_rank``), ``w_dkv`` ``(d_model -> kv_rank)``, ``kv_norm``, ``w_kr`` ``(d_model ->
+    docstring has the whole derivation). Layers: ``w_q`` (or ``w_dq``, ``q_latent_norm``, ``w_uq``
+    with ``q_rank``: the compressed query's RMSNorm, DeepSeek's ``q_a_layernorm``; not QK-norm), ``w_dkv`` ``(d_model -> kv_rank)``, ``kv_norm``, ``w_kr`` ``(d_model ->
     d_head_rope)``, ``w_uk`` ``(kv_rank -> n_heads d_head_nope)``, ``w_uv`` ``(kv_rank -> n_heads
     d_head_v)``, ``w_o`` ``(n_heads d_head_v -> d_model)``; every projection without bias.
 
@@ -64,8 +70,9 @@ class MultiHeadLatentAttention(nn.Module):
         d_head_rope: the rotated part's width, even (default ``d_head_nope // 2``; V3: 64).
         d_head_v: each head's value width (default ``d_head_nope``; V3: 128).
         rope_base: RoPE's frequency base.
-        absorb: compute the scores against the latent and expand the values once (same outputs
-            to float rounding; the form for generating).
+        absorb: compute the absorbed form (form 2 of chapter 16): the scores against the latent,
+            the latents mixed and expanded once, no key or value expanded (same outputs to
+            float rounding; the form for generating). False: the expanded form (form 1).
         norm_eps: the ``eps`` of the two RMSNorms (DeepSeek: 1e-6).
 
     Example:
@@ -104,7 +111,7 @@ class MultiHeadLatentAttention(nn.Module):
             self.w_q = Linear(d_model, n_heads * d_qk, bias=False)  # (d_model) -> (n_heads * d_qk)
         else:  # compressed queries: down to q_rank, an RMSNorm, up to the heads
             self.w_dq = Linear(d_model, q_rank, bias=False)
-            self.q_norm = nn.RMSNorm(q_rank, eps=norm_eps)
+            self.q_latent_norm = nn.RMSNorm(q_rank, eps=norm_eps)  # not QK-norm: the compressed query's
             self.w_uq = Linear(q_rank, n_heads * d_qk, bias=False)
         self.w_dkv = Linear(d_model, kv_rank, bias=False)  # (d_model) -> (kv_rank): the latent
         self.kv_norm = nn.RMSNorm(kv_rank, eps=norm_eps)
@@ -140,7 +147,7 @@ class MultiHeadLatentAttention(nn.Module):
         T_cached = 0 if kv_cache is None else len(kv_cache)
         pos = torch.arange(T_cached, T_cached + T, device=x.device) if positions is None else positions
 
-        q = self.w_q(x) if self.q_rank is None else self.w_uq(self.q_norm(self.w_dq(x)))  # (B, T, H * d_qk)
+        q = self.w_q(x) if self.q_rank is None else self.w_uq(self.q_latent_norm(self.w_dq(x)))  # (B, T, H * d_qk)
         q = split_heads(q, self.n_heads)  # (B, T, H * d_qk) -> (B, H, T, d_qk)
         q_nope, q_rope = q.split([self.d_head_nope, self.d_head_rope], dim=-1)
         q_rope = apply_rope(q_rope, pos, self.rope_base)  # (B, H, T, d_head_rope)
@@ -156,7 +163,7 @@ class MultiHeadLatentAttention(nn.Module):
             mask = causal_mask(T, T_k, device=x.device)
         scale = 1 / math.sqrt(self.d_head_nope + self.d_head_rope)
 
-        if self.absorb:  # scores against the latent: q_nope,h W_UK,h^T . c, no key expanded
+        if self.absorb:  # form 2, absorbed: scores against the latent, q_nope,h W_UK,h^T . c, no key expanded
             W_uk = self.w_uk.weight.view(self.n_heads, self.d_head_nope, self.kv_rank)  # (H, d_head_nope, kv_rank)
             q_latent = q_nope @ W_uk  # (B, H, T, d_head_nope) @ (H, d_head_nope, kv_rank) -> (B, H, T, kv_rank)
             scores = (q_latent @ c.mT + q_rope @ k_rope.mT) * scale  # (B, H, T, T_k)
@@ -166,7 +173,7 @@ class MultiHeadLatentAttention(nn.Module):
             mixed = weights @ c  # (B, H, T, T_k) @ (B, 1, T_k, kv_rank) -> (B, H, T, kv_rank): latents mixed
             W_uv = self.w_uv.weight.view(self.n_heads, self.d_head_v, self.kv_rank)  # (H, d_head_v, kv_rank)
             y = mixed @ W_uv.mT  # (B, H, T, kv_rank) @ (H, kv_rank, d_head_v) -> (B, H, T, d_head_v)
-        else:  # expand every head's key and value from the latent, then attend as usual
+        else:  # form 1, expanded: every head's key and value from the latent, then attend as usual
             k_nope = split_heads(self.w_uk(c[:, 0]), self.n_heads)  # (B, T_k, kv_rank) -> (B, H, T_k, d_head_nope)
             v = split_heads(self.w_uv(c[:, 0]), self.n_heads)  # (B, T_k, kv_rank) -> (B, H, T_k, d_head_v)
             k = torch.cat([k_nope, k_rope.expand(B, self.n_heads, T_k, -1)], dim=-1)  # (B, H, T_k, d_qk)

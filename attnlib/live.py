@@ -324,10 +324,10 @@ STYLE = (
     ".attnl-in{font:14px/1.4 ui-monospace,monospace;padding:2px 4px}"
     ".attnl-in:focus-visible,.attnl-run:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
     ".attnl-run{font:inherit;padding:2px 10px}"
-    ".attnl-msg{min-height:1.3em;margin:.3em 0;color:#D55E00;font-weight:bold}"
+    ".attnl-msg{min-height:1.3em;margin:.3em 0;color:#943d00;font-weight:bold}"  # 4.5:1 or more on white and on #ced6dd
     ".attnl-msg.attnl-still{color:inherit;font-weight:normal;opacity:.7}"
     ".attnl-result{margin:.3em 0;font-size:15px}"
-    ".attnl-label{font-style:italic;opacity:.75;font-size:13px}"
+    ".attnl-label{opacity:.75;font-size:13px}"  # not italic: Chinese labels are never slanted
     ".attnl-tok{display:inline-block;min-width:1.1em;text-align:center;font-family:ui-monospace,monospace;"
     "padding:0 2px;margin:0 1px;border-radius:3px}"
     ".attnl-answer .attnl-tok{background:rgba(0,158,115,.18);font-weight:bold}"

@@ -92,7 +92,8 @@ class GPTConfig:
         d_head: width of each attention head; ``None`` (default) means ``d_model // n_heads``.
             Qwen3 sets it independently (128 with ``d_model = 1024`` and 16 heads).
         qk_norm: whether each head's queries and keys go through an RMSNorm over ``d_head``
-            before RoPE (Qwen3, OLMo 2, Gemma 3).
+            before RoPE (Qwen3, Gemma 3; OLMo 2 instead normalises the whole
+            ``n_heads * d_head`` projection, which this option does not do).
         sliding_window: chapter 15: the sliding layers attend to the last ``sliding_window``
             tokens only, each itself included (Mistral 7B: 4096); ``None`` (default): no window.
         layer_types: ``"full"`` or ``"sliding"`` for each layer (Gemma 2 alternates them,
@@ -193,8 +194,10 @@ GPT2_MEDIUM = GPTConfig(vocab_size=50257, context_length=1024, d_model=1024, n_l
 GPT2_LARGE = GPTConfig(vocab_size=50257, context_length=1024, d_model=1280, n_layers=36, n_heads=20)
 GPT2_XL = GPTConfig(vocab_size=50257, context_length=1024, d_model=1600, n_layers=48, n_heads=25)
 GPT3_175B = GPTConfig(vocab_size=50257, context_length=2048, d_model=12288, n_layers=96, n_heads=96)
-# Chapter 14, from the published config.json files: Llama 3 8B (meta-llama/Meta-Llama-3-8B) and
-# Qwen3 8B (Qwen/Qwen3-8B), both RMSNorm, SwiGLU, RoPE, no biases, untied heads, 8 key/value heads.
+# Chapter 14, from the published config.json files: Llama 3 8B as released in April 2024
+# (meta-llama/Meta-Llama-3-8B, 8,192 tokens; Llama 3.1 8B has the same shapes and reaches 131,072
+# tokens by rescaling RoPE's frequencies, "llama3" rope scaling) and Qwen3 8B (Qwen/Qwen3-8B), both
+# RMSNorm, SwiGLU, RoPE, no biases, untied heads, 8 key/value heads.
 LLAMA3_8B = GPTConfig(
     vocab_size=128256, context_length=8192, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,
     bias=False, tie_embeddings=False, positions="rope", rope_base=500000.0, norm="rmsnorm", norm_eps=1e-5,
@@ -455,8 +458,9 @@ class GPT(nn.Module):
             max_new_tokens: how many tokens to append, ``>= 0``, with
                 ``T0 + max_new_tokens <= context_length`` (the learned positions end there).
             use_cache: keep the keys and values (True) or recompute everything (False).
-            cache_window, cache_sinks: chapter 15, StreamingLLM: every layer's cache keeps only
-                the first ``cache_sinks`` and the last ``cache_window`` tokens
+            cache_window, cache_sinks: chapter 15, StreamingLLM: a new token attends to the first
+                ``cache_sinks`` tokens and the last ``cache_window`` (itself included): between
+                steps every layer's cache keeps the sinks and the last ``cache_window - 1``
                 (``KVCache(window=..., sinks=...)``), with positions counted within the cache,
                 so generation may go past ``context_length`` (positions ``"rope"`` or
                 ``"none"``). The tokens then differ from the full model's once the first

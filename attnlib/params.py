@@ -224,8 +224,12 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     value ``(B, n_kv_heads, T, d_head)``. With ``n_kv_heads = n_heads`` it is
     ``2 n_layers B T d_model`` numbers; grouped-query attention divides it by
     ``n_heads / n_kv_heads``. The weights do not depend on ``T`` or ``B``; the cache grows
-    with both. A sliding layer (chapter 15) holds at most its window: ``min(T, sliding_window)``
-    tokens instead of ``T``. Multi-head latent attention (chapter 16) caches
+    with both. A sliding layer (chapter 15) of window ``w`` needs no key further back than
+    ``w - 1`` tokens: after ``T`` tokens its rolling cache, ``KVCache(window=w)``, holds
+    ``min(T, w - 1)`` of them until the next step (``w`` during a step, with the new token), and
+    that is what is counted here, so ``kv_cache_bytes`` equals the caches' ``nbytes`` between two
+    steps. StreamingLLM's sinks are an option of the cache, not of the config, and are not counted:
+    ``KVCache(window=w, sinks=s)`` holds ``min(T, s + w - 1)`` tokens. Multi-head latent attention (chapter 16) caches
     ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1).
 
     Args:
@@ -247,7 +251,8 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     ensure_float_dtype("dtype", dtype, "a floating-point torch.dtype", complex_ok=True)
     n_kv_heads = config.n_kv_heads or config.n_heads
     d_head = config.head_dim  # d_model // n_heads unless the config sets it
-    held = sum(T if w is None else min(T, w) for w in map(config.layer_window, range(config.n_layers)))
+    # held: tokens summed over the layers; a sliding layer of window w keeps the last w - 1 between steps
+    held = sum(T if w is None else min(T, w - 1) for w in map(config.layer_window, range(config.n_layers)))
     if config.attention == "mla":  # the latent and the rotated key, whatever the heads (chapter 16)
         return held * B * (config.kv_rank + config.mla_rope_dim) * dtype.itemsize
-    return 2 * held * B * n_kv_heads * d_head * dtype.itemsize  # held: tokens summed over the layers
+    return 2 * held * B * n_kv_heads * d_head * dtype.itemsize

@@ -82,6 +82,8 @@ WORDS = (
     "final row",
     "this page",
 )
+# The names of the player and of its sideways-scrolling boxes, for screen readers (aria-label).
+NAMES = ("online softmax, tile by tile", "scores by tile", "running state")
 HINT = "Step through the tiles with Back and Forward, the slider or the arrow keys (Home: start, End: end)."
 
 
@@ -274,20 +276,25 @@ def render(p: OnlineSoftmaxPlayer) -> str:
         )
     reference = "softmax(s) @ V" if p.values is not None else ""
     title = f'<div class="osp-title">{esc(p.title)}</div>' if p.title else ""
+
+    def scroll(name: str) -> str:
+        return f'<div class="osp-scroll" tabindex="0" role="region" aria-label="{esc(tr(name))}">'
+
     return (
-        f'<div class="osp" id="{uid}" tabindex="0"><style>{STYLE}</style>{title}'
+        f'<div class="osp" id="{uid}" tabindex="0" role="group" aria-label="{esc(tr(NAMES[0]))}"><style>{STYLE}</style>{title}'
         f'<div class="osp-controls"><button type="button" class="osp-back">◀ {_word("Back")}</button>'
         f'<input type="range" class="osp-slider" min="0" max="{n}" step="1" value="0" aria-label="{esc(tr("step"))}">'
         f'<button type="button" class="osp-forward">{_word("Forward")} ▶</button>'
         f'<output class="osp-step" aria-live="polite">{esc(tr("step {} of {}").replace("{}", "0", 1).replace("{}", str(n), 1))}</output></div>'
-        f'<div class="osp-scroll"><table class="osp-row"><thead><tr><th scope="col"></th>{head}</tr></thead>'
+        # tables wider than a phone scroll sideways in boxes of their own, which a keyboard reaches (tabindex)
+        f'{scroll(NAMES[1])}<table class="osp-row"><thead><tr><td></td>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
-        f'<div class="osp-state" data-step="0"><table>{state_rows}</table>'
+        f'<div class="osp-state" data-step="0">{scroll(NAMES[2])}<table>{state_rows}</table></div>'
         f'<p class="osp-note" aria-live="polite"></p></div>'
-        f'<div class="osp-final" hidden><table><caption>{_word("final row")}</caption>'
+        f'<div class="osp-final" hidden>{scroll("final row")}<table><caption>{_word("final row")}</caption>'
         f'<thead><tr><th scope="col">{_word("key")}</th><th scope="col">{_word("this page")}<br>e<sup>s − m</sup> / ℓ</th>'
-        f'<th scope="col">Python<br>torch.softmax(s){" / " + reference if reference else ""}</th><th scope="col"></th></tr></thead>'
-        f'<tbody class="osp-fk">{final_rows}</tbody><tbody>{out_rows}</tbody></table><p class="osp-verdict"></p></div>'
+        f'<th scope="col">Python<br>torch.softmax(s){" / " + reference if reference else ""}</th><td></td></tr></thead>'
+        f'<tbody class="osp-fk">{final_rows}</tbody><tbody>{out_rows}</tbody></table></div><p class="osp-verdict"></p></div>'
         f'<p class="osp-hint" data-i18n="{esc(HINT)}">{esc(tr(HINT))}</p>'
         f'<script type="application/json" class="osp-data">{data}</script>'
         f"<script>{SCRIPT.replace('__ID__', uid)}</script></div>"
@@ -301,23 +308,24 @@ STYLE = (
     ".osp-controls{display:flex;flex-wrap:wrap;align-items:center;gap:.3em .8em;margin-bottom:.4em}"
     ".osp-controls button{font:inherit;padding:1px 8px;cursor:pointer}"
     '.osp-controls button[aria-disabled="true"]{opacity:.45;cursor:default}'
-    ".osp-scroll{overflow-x:auto}"
+    ".osp-scroll{max-width:100%;overflow-x:auto}"
+    ".osp-scroll:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
     ".osp table{border-collapse:collapse;font-variant-numeric:tabular-nums}"
     ".osp th,.osp td{border:1px solid rgba(128,128,128,.4);padding:1px 5px;text-align:right;white-space:nowrap}"
     ".osp th[scope=row]{text-align:left;font-weight:normal}"
-    ".osp caption{text-align:left;font-weight:bold}"
+    ".osp caption{text-align:left;font-weight:bold;color:inherit}"  # not the theme's muted grey (dark mode)
     ".osp-tile{font-weight:normal}"
     ".osp-status{font-size:85%}"
-    ".osp-unread{color:#777;border-style:dashed}"
+    ".osp-unread{color:#555;border-style:dashed}"  # 4.5:1 or more: on white and on the dark theme's output box
     ".osp-seen{background:rgba(86,180,233,.18)}"
     ".osp-now{background:rgba(230,159,0,.35);font-weight:bold;border:2px solid #000}"
     ".osp-state table{margin-top:.5em}"
     ".osp-state td{text-align:left}"
     ".osp-note{margin:.3em 0}"
-    ".osp-new{color:#D55E00;font-weight:bold}"
+    ".osp-new{color:#943d00;font-weight:bold}"
     ".osp-final{margin-top:.5em}"
-    ".osp-ok{color:#009E73;font-weight:bold}"
-    ".osp-bad{color:#D55E00;font-weight:bold}"
+    ".osp-ok{color:#00664c;font-weight:bold}"  # 4.5:1 or more on white and on #ced6dd
+    ".osp-bad{color:#943d00;font-weight:bold}"
     ".osp-hint{font-size:90%;opacity:.75;margin:.3em 0}"
 )
 

@@ -75,7 +75,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     (interleaved), and pair ``i`` of the vector at position ``m`` is rotated by
     the angle ``m * theta_i``::
 
-        theta_i = base^(-2i / d_head)                          i = 0 .. d_head/2 - 1
+        theta_i = 1 / base^(2i / d_head)                       i = 0 .. d_head/2 - 1
         out[..., m, 2i]     = x[..., m, 2i] cos(m theta_i) - x[..., m, 2i + 1] sin(m theta_i)
         out[..., m, 2i + 1] = x[..., m, 2i] sin(m theta_i) + x[..., m, 2i + 1] cos(m theta_i)
 
@@ -101,7 +101,11 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
 
     Returns:
         Tensor of ``x``'s shape, dtype and device. The angles are computed in
-        float64 for float64 ``x``, in float32 otherwise.
+        float64 for float64 ``x``, in float32 otherwise, as ``1 / base^(2i/d_head)``
+        exactly as Hugging Face ``transformers`` computes them, so that float32 results
+        equal theirs to the bit at every position (``base^(-2i/d_head)``, the same
+        number on paper, rounds to a neighbouring float32 for some ``i``, and the
+        angle ``m * theta_i`` carries that step times ``m``: chapter 9).
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])   # (T, d_head) = (3, 2); theta_0 = 1
@@ -121,8 +125,10 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
         pos = torch.arange(T, device=x.device, dtype=work)  # (T,): 0 .. T-1
     else:
         pos = positions.to(device=x.device, dtype=work)  # (..., T)
-    i = torch.arange(d_head // 2, device=x.device, dtype=work)  # (d_head/2,)
-    theta = float(base) ** (-2.0 * i / d_head)  # (d_head/2,): base^(-2i/d_head)
+    two_i = torch.arange(0, d_head, 2, device=x.device).to(work)  # (d_head/2,): 2i = 0, 2, 4, ...
+    # theta_i = 1 / base^(2i/d_head), spelled as transformers spells it: base^(-2i/d_head), equal on
+    # paper, rounds to a neighbouring float32 for some i, and the angle m * theta_i carries that step times m
+    theta = 1.0 / (base ** (two_i / d_head))  # (d_head/2,)
     angles = pos[..., :, None] * theta  # (..., T, 1) * (d_head/2,) -> (..., T, d_head/2)
     cos, sin = torch.cos(angles), torch.sin(angles)  # (..., T, d_head/2) each
     xw = x.to(work)

@@ -14,7 +14,12 @@ verbatim, e.g. a Chinese source quoted with its own half-width punctuation):
 - full-width ，：；？！（） next to Chinese text (``fullwidth()`` says where, and fixes it);
 - no paragraph ending in a half-width colon;
 - no comma between digits other than a thousands separator ("4,12" reads as one number);
-- no italics (``*...*``) on Chinese characters (slanted hanzi read badly: use bold or 「」).
+- no italics (``*...*``) on Chinese characters (slanted hanzi read badly: use bold or 「」);
+- no reduction written as a multiple (少四倍, 少了 N 倍): a fraction (只有……的四分之一).
+
+Python written as plain text, as in attnlib's checker hints (``torch.arange(T)[:, None]``,
+``(B, T, n_heads * d_head)``), keeps its half-width marks: ``python_spans`` finds it, in every
+message of attnlib.po and wherever the English writes code without backticks (``plain_code``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ ROLE = re.compile(r"\{[a-z:]+\}`[^`]*`")  # {ref}`...`, {glue:text}`...`, {cite:
 ROLE_TARGET = re.compile(r"\{([a-z:]+)\}`(?:[^`<]*<)?([^`>]*)>?`")
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$")
 CODE = re.compile(r"``[^`]+``|`[^`]+`")  # inline code (roles removed first)
+FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")  # a MyST footnote reference, [^label]
 
 
 FULLWIDTH = {",": "\uff0c", ":": "\uff1a", ";": "\uff1b", "?": "\uff1f", "!": "\uff01"}
@@ -46,6 +52,77 @@ _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)(?!\d{3}(?!\d))")
 _TUPLE = re.compile(r"\s*[\w.+\-−′']{1,12}(?:\s*,\s*[\w.+\-−′']{1,12})+\s*$", re.A)  # (i, j), (2, 8, 0)
 _DIGIT_COMMA_FIX = re.compile(_DIGIT_COMMA.pattern + r"(?![^()]*\))")  # not in a tuple: (2,8,0)
 _PARA_COLON = re.compile(r":[ \t]*(?=\n[ \t]*\n|\s*\Z)")  # a half-width colon that ends a paragraph
+
+
+# Python written as plain text (attnlib's checker hints have no Markdown, so no backticks): an identifier
+# followed by [...] / (...) groups, e.g. torch.arange(T)[:, None], w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]),
+# or a tuple whose items hold *, //, ... or [...], e.g. (B, T, n_heads * d_head). ASCII only: Chinese is never code.
+_IDENT = re.compile(r"(?<![A-Za-z0-9_.])\*?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?=[(\[])")
+_PAIRS = {"(": ")", "[": "]"}
+_CODE_MARK = re.compile(r"[\[*,:=/]|\.\.\.")  # what the typography check would otherwise read as punctuation
+
+
+def _group_end(text: str, i: int) -> int:
+    """The end of the bracket group opened at ``text[i]`` (balanced, ASCII only, one line), or -1."""
+    stack = []
+    for j in range(i, len(text)):
+        c = text[j]
+        if ord(c) > 127 or c == "\n":
+            return -1
+        if c in _PAIRS:
+            stack.append(_PAIRS[c])
+        elif c in ")]":
+            if not stack or stack.pop() != c:
+                return -1
+            if not stack:
+                return j + 1
+    return -1
+
+
+def python_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds Python written as plain text, as (start, end): a call or an index chain with
+    punctuation inside (``torch.arange(T)[:, None]``; not a bare ``exp(s)``, which needs no protection) and
+    a tuple with ``*``, ``//``, ``...`` or an index inside (``(B, T, n_heads * d_head)``), and a parenthesis
+    after an operator (``-inf - (-inf)``)."""
+    spans, pos = [], 0
+    for m in _IDENT.finditer(text):
+        if m.start() < pos:
+            continue
+        end = m.end()
+        while end < len(text) and text[end] in "([":
+            close = _group_end(text, end)
+            if close < 0:
+                break
+            end = close
+            attr = re.match(r"\.[A-Za-z_][A-Za-z0-9_]*", text[end:])  # .shape[1], .mean(-1)
+            if attr and text[end + attr.end() : end + attr.end() + 1] in ("(", "["):
+                end += attr.end()
+        if end > m.end() and _CODE_MARK.search(text, m.end(), end):
+            spans.append((m.start(), end))
+            pos = end
+    for m in re.finditer(r"(?<![A-Za-z0-9_\])])\(", text):
+        close = _group_end(text, m.start())
+        inner = text[m.start() + 1 : close - 1]
+        operand = re.search(r"[-+*/=<>]\s*$", text[: m.start()])  # -inf - (-inf): arithmetic
+        if (
+            close > 0
+            and ("," in inner and re.search(r"[*\[]|//|\.\.\.", inner) or operand)
+            and not any(a <= m.start() < b for a, b in spans)
+        ):
+            spans.append((m.start(), close))
+    return sorted(s for s in spans if not any(a < s[0] and s[1] <= b for a, b in spans))
+
+
+def plain_code(source: str) -> bool:
+    """Whether the English ``source`` writes Python as plain text (a checker hint of attnlib.po: no
+    backticks, but code such as ``torch.arange(T)[:, None]``); its translation may then do the same."""
+    return "`" not in source and bool(python_spans(source))
+
+
+# "少四倍", "少了 {ratio} 倍", "减少了 3 倍": a reduction as a multiple, ambiguous in Chinese (write a fraction)
+_TIMES_LESS = re.compile(
+    r"(?:少|减少|降低|缩小)了?\s*(?:\{\w*\}|[\d.,]+|[一二两三四五六七八九十百千万]+|\$[^$]+\$|{glue:text}`[^`]*`)\s*倍"
+)
 
 
 def quotes(source: str) -> list[str]:
@@ -65,8 +142,10 @@ def _verbatim_quotes(text: str, source: str) -> list[str]:
     return [q for q in quotes(source) if q in text]
 
 
-def _protect(text: str, source: str = "") -> tuple[str, list[str]]:
-    """Text with its quotes of ``source``, math, code, roles, links and URLs replaced by placeholders."""
+def _protect(text: str, source: str = "", code: bool | None = None) -> tuple[str, list[str]]:
+    """Text with its quotes of ``source``, math, code, roles, links and URLs replaced by placeholders;
+    with ``code`` (by default: when ``source`` writes Python as plain text, see ``plain_code``), also
+    the Python written as plain text."""
     kept: list[str] = []
 
     def keep(m):
@@ -75,7 +154,17 @@ def _protect(text: str, source: str = "") -> tuple[str, list[str]]:
 
     for q in _verbatim_quotes(text, source):
         text = re.sub(re.escape(q), keep, text)
-    return _PROTECT.sub(keep, text), kept
+    text = _PROTECT.sub(keep, text)
+    if code is None:
+        code = plain_code(source)
+    if code:
+        out, i = [], 0
+        for a, b in python_spans(text):
+            kept.append(text[a:b])
+            out += [text[i:a], chr(0xE000 + len(kept) - 1)]
+            i = b
+        text = "".join(out) + text[i:]
+    return text, kept
 
 
 def _restore(text: str, kept: list[str]) -> str:
@@ -114,10 +203,12 @@ def _fullwidth(t: str, kept: list[str]) -> str:
     )
     if chinese:
         t = _PARA_COLON.sub("\uff1a", _DIGIT_COMMA_FIX.sub("\uff0c", t))
-    return re.sub(r"[ \t]*([\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01\u3001\u3002])[ \t]*", r"\1", t)
+    marks = "[\uff08\uff09\uff0c\uff1a\uff1b\uff1f\uff01\u3001\u3002]"
+    t = re.sub(rf"(?<=\S)[ \t]+(?={marks})", "", t)  # a line's indentation stays (attnlib's indented lines)
+    return re.sub(rf"({marks})[ \t]+", r"\1", t)
 
 
-def fullwidth(text: str, source: str = "") -> str:
+def fullwidth(text: str, source: str = "", code: bool | None = None) -> str:
     """Chinese punctuation in Chinese text: ASCII , : ; ? ! and ( ) become full-width.
 
     A mark becomes full-width next to a Chinese character, or when no space follows it
@@ -127,15 +218,18 @@ def fullwidth(text: str, source: str = "") -> str:
     between digits that is not a thousands separator ("4,12") do too. Spaces around
     full-width marks go. Math, code, roles, link targets and URLs are left alone, and so
     are numbers (1,024), function calls (O(n)), tuples such as (cat, a) in English text,
-    and the quotations of ``source`` (the English message) kept verbatim.
+    and the quotations of ``source`` (the English message) kept verbatim; with ``code`` (by
+    default when ``source`` does it), Python written as plain text: torch.arange(T)[:, None].
     """
-    t, kept = _protect(text, source)
+    t, kept = _protect(text, source, code)
     return _restore(_fullwidth(t, kept), kept)
 
 
-def typography(msgstr: str, msgid: str = "") -> list[str]:
-    """The Chinese typography problems of one translation (none when it has no Chinese text of its own)."""
-    t, kept = _protect(msgstr, msgid)
+def typography(msgstr: str, msgid: str = "", code: bool | None = None) -> list[str]:
+    """The Chinese typography problems of one translation (none when it has no Chinese text of its own).
+    ``code``: leave Python written as plain text alone (by default when ``msgid`` does it, as attnlib's
+    checker hints do: ``plain_code``)."""
+    t, kept = _protect(msgstr, msgid, code)
     if not CJK.search(t):
         return []
     problems = []
@@ -144,6 +238,11 @@ def typography(msgstr: str, msgid: str = "") -> list[str]:
         problems.append(
             "a comma between digits that is not a thousands separator (reads as one number): "
             f"{', '.join(repr(c) for c in commas)}; write ，or 、 (in a tuple: a comma and a space)"
+        )
+    for m in _TIMES_LESS.finditer(_restore(t, kept)):
+        problems.append(
+            f"a reduction written as a multiple: '{m.group(0)}' (ambiguous in Chinese); write a fraction: "
+            "只有……的四分之一, 只有后者的 1/N"
         )
     if _PARA_COLON.search(t):
         problems.append(f"a paragraph ends in a half-width colon: '…{_restore(t[-12:], kept).strip()}'; use ：")
@@ -200,9 +299,10 @@ def terminology() -> tuple[list[tuple[re.Pattern, str]], list[str]]:
     return terms, never
 
 
-def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
+def lint_message(msgid: str, msgstr: str, terms=None, never=None, code: bool | None = None) -> list[str]:
     """What is wrong with one translation: markup that differs, a term not used, a forbidden word,
-    Chinese typography (see the module's docstring)."""
+    Chinese typography (see the module's docstring). ``code``: Python written as plain text is left
+    alone by the typography check (by default when ``msgid`` writes it so; ``lint`` sets it for attnlib.po)."""
     if terms is None:
         terms, never = terminology()
     problems = []
@@ -217,6 +317,11 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
         return [
             f"\\text{{{w}}} in display math: {p}" for w in _text_args(msgstr)[1] if CJK.search(w) for p in typography(w)
         ]
+    if FOOTNOTE.search(CODE.sub("", msgid)):
+        problems.append(
+            "a footnote reference ([^label]): the Chinese build drops it from the translated message and fails "
+            "(Sphinx: inconsistent footnote references); write the note as a {margin} block in the English"
+        )
     for name, pattern in (("role", ROLE_TARGET), ("math", MATH), ("code", CODE)):
         src, dst = (msgid, msgstr) if name == "role" else (ROLE.sub("", msgid), ROLE.sub("", msgstr))
         a = sorted(m if isinstance(m, str) else "|".join(m) for m in pattern.findall(src))
@@ -224,6 +329,11 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
         if a != b:
             problems.append(f"{name} differs: {sorted(set(a) ^ set(b)) or 'counts'}")
     plain = ROLE.sub("", CODE.sub("", MATH.sub("", msgstr.replace("\\*", ""))))  # \* is a literal asterisk
+    if code or code is None and plain_code(msgid):  # Python as plain text: its * multiply or unpack
+        plain = "".join(
+            plain[b:a]
+            for (_, b), (a, _) in zip([(0, 0), *python_spans(plain)], [*python_spans(plain), (len(plain), 0)])
+        )
     for mark, count in (("**", plain.count("**")), ("*", plain.replace("**", "").count("*"))):
         if count % 2:
             problems.append(f"unbalanced {mark}")
@@ -246,7 +356,7 @@ def lint_message(msgid: str, msgstr: str, terms=None, never=None) -> list[str]:
     for word in never:
         if word in msgstr and word not in msgid:
             problems.append(f"forbidden word {word}")
-    problems += typography(msgstr, msgid)
+    problems += typography(msgstr, msgid, code)
     return problems
 
 
@@ -256,10 +366,11 @@ def lint(paths) -> int:
     terms, never = terminology()
     bad = 0
     for path in paths:
+        code = True if Path(path).name == "attnlib.po" else None  # checker hints: code as plain text
         for entry in polib.pofile(str(path)):
             if entry.obsolete:
                 continue
-            problems = lint_message(entry.msgid, entry.msgstr, terms, never)
+            problems = lint_message(entry.msgid, entry.msgstr, terms, never, code)
             if "fuzzy" in entry.flags:
                 problems.append("fuzzy")
             for p in problems:
@@ -277,7 +388,7 @@ def fix_fullwidth(paths) -> int:
         po = polib.pofile(str(path), wrapwidth=0)
         for e in po:
             if e.msgstr and not e.msgid.startswith("\n") and CJK.search(e.msgstr):
-                new = fullwidth(e.msgstr, e.msgid)
+                new = fullwidth(e.msgstr, e.msgid, True if Path(path).name == "attnlib.po" else None)
                 changed += new != e.msgstr
                 e.msgstr = new
         po.save(str(path))

@@ -9,6 +9,7 @@ the same executed code and the same numbers.
 
     python book/editions.py build       # both editions: _build/html/ and _build/html/zh/  (make book)
     python book/editions.py catalogs    # re-extract the English text, update the .po files (make catalogs)
+    python book/editions.py catalogs notebooks/15_local_attention ...  # the same, for these pages' catalogs only
     python book/editions.py extract DIR # only extract the .pot templates into DIR (the tests compare them)
     python book/editions.py notebooks   # Chinese notebooks in notebooks/zh/ (make notebooks-zh)
     python book/editions.py lint FILE.po ...  # untranslated, fuzzy, markup changed, terms (tests do the same)
@@ -37,6 +38,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -122,7 +124,9 @@ def _config(kind: str) -> Path:
         config["html_search_options"] = {"dict": str(_search_dictionary())}
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / f"_config_{kind}.yml"
-    path.write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    part = path.with_name(f"{path.name}.{os.getpid()}")  # written whole, then renamed: runs at once never read half
+    part.write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    os.replace(part, path)
     return path
 
 
@@ -163,8 +167,8 @@ def _start_jupyter_book(*args: str, env: dict | None = None, prefix: str = "") -
 def extract(out: Path) -> Path:
     """Write the .pot templates of every page into ``out`` (one per page, as the catalogs)."""
     out = Path(out)
-    tmp = WORK / "gettext"
-    shutil.rmtree(tmp, ignore_errors=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="gettext-", dir=WORK))  # one per run: two extractions may run at once
     _jupyter_book(
         "--config",
         str(_config("gettext")),
@@ -178,6 +182,7 @@ def extract(out: Path) -> Path:
     )
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(tmp / "_build" / "gettext", out)
+    shutil.rmtree(tmp, ignore_errors=True)
     _add_exercise_titles(out)
     return out
 
@@ -228,12 +233,21 @@ def _add_exercise_titles(pot_dir: Path) -> None:
         pot.save(str(pot_path))
 
 
-def catalogs() -> None:
-    """Re-extract the English text and update locales/zh_CN: new messages empty, changed ones fuzzy."""
-    pot = extract(WORK / "pot")
+def catalogs(pages: list[str] | None = None) -> None:
+    """Re-extract the English text and update locales/zh_CN: new messages empty, changed ones fuzzy.
+    With ``pages`` (docnames such as ``notebooks/15_local_attention``), only those pages' catalogs."""
+    pot = extract(Path(tempfile.mkdtemp(prefix="pot-", dir=WORK)))
+    if pages:
+        missing = [p for p in pages if not (pot / f"{p}.pot").exists()]
+        if missing:
+            raise SystemExit(f"book/editions.py catalogs: expected pages of the book, received {missing}")
+        for path in pot.rglob("*.pot"):
+            if path.relative_to(pot).with_suffix("").as_posix() not in pages:
+                path.unlink()
     subprocess.run(
         [_bin("sphinx-intl"), "update", "-p", str(pot), "-l", LANG, "-d", str(LOCALES), "-w", "0"], cwd=ROOT, check=True
     )
+    shutil.rmtree(pot, ignore_errors=True)
 
 
 def _toc_zh() -> Path:
@@ -277,9 +291,79 @@ def _install_zh() -> None:
     shutil.copytree(WORK / "zh" / "_build" / "html", HTML / "zh")
 
 
+# What a figure drawn without a Chinese font leaves in the output of its cell: matplotlib's warning
+# for each character it draws as a box, and attnlib's own (attnlib/plot.py; in Chinese in the zh build)
+MISSING_GLYPHS = re.compile(
+    r"Glyph \d+ \([^)\n]*\) missing from (?:current )?font|ATTNLIB_LANG=zh_CN[:：]\s*matplotlib"
+)
+
+
+def missing_glyphs(executed) -> dict[str, str]:
+    """The pages whose figures miss Chinese glyphs: ``executed`` holds (page, executed notebook)
+    pairs; for each page with a cell output that warns of one (MISSING_GLYPHS), its first such line."""
+    found = {}
+    for page, nb in executed:
+        for cell in nb.get("cells", []):
+            for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+                texts = (
+                    [out.get("text", "")] + list(out.get("data", {}).values()) + [" ".join(out.get("traceback", []))]
+                )
+                for text in texts:
+                    text = "".join(text) if isinstance(text, list) else text
+                    m = MISSING_GLYPHS.search(text) if isinstance(text, str) else None
+                    if m and page not in found:
+                        line = text[text.rfind("\n", 0, m.start()) + 1 :].split("\n", 1)[0]
+                        found[page] = line.strip()[:160]
+    return found
+
+
+def _executed(cache_path: Path) -> list[tuple[str, dict]]:
+    """The notebooks of a build as its jupyter cache holds them executed: (page, notebook), for every
+    page the cache executed whose code is still the same (what the build showed)."""
+    from jupyter_cache import get_cache
+
+    if not (Path(cache_path) / "global.db").exists():
+        return []
+    cache = get_cache(str(cache_path))
+    executed = []
+    for record in cache.list_project_records():
+        try:
+            cached = cache.get_cached_project_nb(record.uri)
+        except Exception:  # a page deleted or moved since: the build no longer has it
+            continue
+        if cached is not None:
+            path = Path(record.uri)
+            page = path.relative_to(ROOT).with_suffix("").as_posix() if path.is_relative_to(ROOT) else str(path)
+            executed.append((page, cache.get_cache_bundle(cached.pk).nb))
+    return executed
+
+
+def check_zh_figures(cache_path: Path = ZH_CACHE) -> None:
+    """Fail when the Chinese edition's figures were drawn without a Chinese font (boxes for
+    characters): a stale matplotlib font cache, or no such font installed. The Chinese cache is
+    marked stale too, so the next build draws its figures again."""
+    bad = missing_glyphs(_executed(cache_path))
+    if not bad:
+        return
+    (Path(cache_path) / "attnlib.sha256").unlink(missing_ok=True)  # _zh_cache_for_this_attnlib empties it
+    import matplotlib
+
+    pages = "\n".join(f"  {page}: {line}" for page, line in sorted(bad.items()))
+    raise SystemExit(
+        "book/editions.py: the Chinese edition's figures show boxes instead of Chinese characters "
+        f"(matplotlib found no font with them) on these pages:\n{pages}\n"
+        "Fix: install a Chinese font (`sudo apt-get install fonts-wqy-zenhei`), then delete matplotlib's "
+        f"font cache, which does not know the font yet (`rm -rf {matplotlib.get_cachedir()}`, "
+        "~/.cache/matplotlib by default), or set MPLCONFIGDIR to an empty folder, and build again "
+        f"(the Chinese cache, {Path(cache_path).name}, is executed again)."
+    )
+
+
 def build_zh() -> None:
-    """The Chinese edition alone into _build/html/zh (it links to the English one, next to it)."""
+    """The Chinese edition alone into _build/html/zh (it links to the English one, next to it);
+    SystemExit when its figures miss Chinese glyphs (check_zh_figures)."""
     _jupyter_book(*_zh_args(), env=ZH_ENV)
+    check_zh_figures()
     _install_zh()
 
 
@@ -288,7 +372,8 @@ def build() -> None:
 
     Each executes the notebooks (the Chinese one with ZH_ENV) into a cache of its own; executing
     them is most of the time, and a kernel uses about one core, so two builds side by side take
-    about as long as one. The Chinese one's lines are printed with the prefix "[zh] ".
+    about as long as one. The Chinese one's lines are printed with the prefix "[zh] ". SystemExit
+    when the Chinese figures miss glyphs (check_zh_figures).
     """
     shutil.rmtree(HTML, ignore_errors=True)
     zh = _start_jupyter_book(*_zh_args(), env=ZH_ENV, prefix="[zh] ")
@@ -301,6 +386,7 @@ def build() -> None:
             failed.append(name)
     if failed:
         raise SystemExit(f"book/editions.py: the {' and the '.join(failed)} build failed (see above)")
+    check_zh_figures()
     _install_zh()
 
 
@@ -329,7 +415,7 @@ if __name__ == "__main__":
         build()
         print(f"The book is in {HTML / 'index.html'}; the Chinese edition in {HTML / 'zh' / 'index.html'}")
     elif command == "catalogs":
-        catalogs()
+        catalogs([p.removesuffix(".ipynb").removesuffix(".md") for p in sys.argv[2:]])
     elif command == "extract" and len(sys.argv) == 3:
         print(extract(Path(sys.argv[2])))
     elif command == "lint":

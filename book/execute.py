@@ -9,6 +9,9 @@ written back differs from the committed one only where an output changed. The
 Colab install cell (the first code cell, tagged ``remove-cell``) is written from
 ``_config.yml``'s repository URL first, so that URL lives in one place. A cell that
 raises stops the run with the error, and the notebook on disk is left as it was.
+Every stored output names files relative to the repository (``attnlib/embedding.py``, not
+the executing machine's absolute path: ``book/_ext/relative_paths.py``, which the book build
+also applies to the outputs of the notebooks it executes).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from relative_paths import relative_output  # noqa: E402  (one rewriting for the notebooks and the book)
 
 
 def repository_url() -> str:
@@ -65,7 +71,7 @@ def execute(path: Path, timeout: int = 600) -> None:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)  # volatile: timestamps that change on every run
         if cell.cell_type == "code":
-            cell.outputs = _coalesced(cell.outputs)
+            cell.outputs = [relative_output(o, ROOT) for o in _coalesced(cell.outputs)]
     nbformat.write(nb, path)
 
 

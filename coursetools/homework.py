@@ -239,7 +239,7 @@ def release(sources: list[Path], out_dir: Path, lang: str | None = None) -> list
 # exercise's spec sent along (not taken from the kernel's attnlib.check, which the notebook may
 # have changed): calling the answer is recorded and costs the exercise.
 _RUN_CASES = """
-def __attnlib_run_cases(name, spec, cases_path, results_path):
+def __attnlib_run_cases(name, spec, cases_path, results_path, cost_path):
     import sys
     import torch
     guard = {{}}
@@ -272,8 +272,17 @@ def __attnlib_run_cases(name, spec, cases_path, results_path):
         elif not isinstance(got, (int, float, bool, str, type(None))):
             got = {{"type": type(got).__name__}}
         results.append({{"value": got}})
-    torch.save({{"missing": False, "results": results}}, results_path)
-__attnlib_run_cases({name!r}, {spec!r}, {cases!r}, {results!r})
+    flops = None
+    if cost_path is not None and results and all("value" in r for r in results):
+        from torch.utils.flop_counter import FlopCounterMode
+        try:
+            with FlopCounterMode(display=False) as counter:
+                fn(*torch.load(cost_path, weights_only=True))
+            flops = counter.get_total_flops()
+        except Exception:
+            flops = None
+    torch.save({{"missing": False, "results": results, "flops": flops}}, results_path)
+__attnlib_run_cases({name!r}, {spec!r}, {cases!r}, {results!r}, {cost!r})
 del __attnlib_run_cases
 """
 
@@ -387,6 +396,10 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
     cases = check.cases()
     cases_path, results_path = tmp / f"{check.exercise}.cases.pt", tmp / f"{check.exercise}.results.pt"
     torch.save([args for _, args in cases], cases_path)
+    cost_path = None  # a checker that also counts the answer's multiply-adds (chapter 16's forms)
+    if hasattr(check, "cost_case"):
+        cost_path = tmp / f"{check.exercise}.cost.pt"
+        torch.save(check.cost_case(), cost_path)
     cell = nbformat.v4.new_code_cell(
         _RUN_CASES.format(
             name=check.function,
@@ -394,6 +407,7 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
             guard=GUARD_SOURCE,
             cases=str(cases_path),
             results=str(results_path),
+            cost=None if cost_path is None else str(cost_path),
         )
     )
     client.nb.cells.append(cell)  # nbclient stores outputs into the notebook's cell list
@@ -435,8 +449,24 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
         return result(0, "forbidden", tr("{name}: {problem}").format(name=check.function, problem=forbidden[0]))
     try:
         n = compare(
-            check.function, _replay(recorded["results"]), cases, check.reference, check.hint, check.atol, check.rtol
+            check.function,
+            _replay(recorded["results"]),
+            cases,
+            check.reference,
+            check.hint,
+            check.atol,
+            check.rtol,
+            diagnoses=check.diagnoses,
+            hold_hint=False,  # the report shows the diagnosis and the hint at once
         )
+        if hasattr(check, "judge_cost"):  # the right outputs, computed the way the exercise asks
+            if recorded.get("flops") is None:
+                raise AssertionError(
+                    tr("{function}: could not be run ({why})").format(
+                        function=check.function, why=tr("its multiply-adds could not be counted")
+                    )
+                )
+            check.judge_cost(recorded["flops"])
     except AssertionError as e:
         return result(0, "fail", str(e))
     return result(check.points, "pass", tr("all {n} cases passed").format(n=n))

@@ -86,12 +86,13 @@ def requests(driver) -> list[str]:
 
 def assert_offline_and_clean(driver, page) -> None:
     """A local page (``page``, a file's Path) that logged no console error and asked nothing of the
-    network: every request is the file itself or the browser's own (data:, chrome://, about:)."""
+    network: every request is the file itself or the browser's own (data:, chrome://, chrome-untrusted://, about:)."""
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
     urls = requests(driver)
     assert page.as_uri() in urls
-    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "about:"))]
+    # chrome-untrusted://new-tab-page: the browser's own start page (Chromium 150 asks it for its bar)
+    leaving = [u for u in urls if not u.startswith(("file://", "data:", "chrome://", "chrome-untrusted://", "about:"))]
     assert not leaving, leaving
 
 
@@ -107,3 +108,40 @@ def open_view(driver, folder, view, name: str):
     driver.get_log("browser"), driver.get_log("performance")
     driver.get(page.as_uri())
     return page
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two colours "#rgb" / "#rrggbb" (1 to 21; text needs 4.5)."""
+
+    def luminance(colour: str) -> float:
+        hexes = colour.lstrip("#")
+        hexes = "".join(c * 2 for c in hexes) if len(hexes) == 3 else hexes
+        channels = [int(hexes[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+        r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def blend(colour: str, alpha: float, background: str) -> str:
+    """``colour`` painted with opacity ``alpha`` over ``background``, as "#rrggbb"."""
+
+    def rgb(c):
+        c = c.lstrip("#")
+        c = "".join(x * 2 for x in c) if len(c) == 3 else c
+        return [int(c[i : i + 2], 16) for i in (0, 2, 4)]
+
+    mixed = [round(alpha * a + (1 - alpha) * b) for a, b in zip(rgb(colour), rgb(background))]
+    return "#" + "".join(f"{x:02x}" for x in mixed)
+
+
+def touch_tap(driver, element) -> None:
+    """A finger's tap on ``element`` (touchStart, touchEnd): Chromium then sends the mouse events and the
+    click a phone sends, hover included."""
+    x, y = driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];", element
+    )
+    point = {"x": x, "y": y}
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [point]})
+    driver.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})

@@ -16,6 +16,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _first_check_attempt():
+    """Every test starts as a student's first attempt: a checker's first failure shows its diagnosis
+    (where one fits) and holds the hint back (attnlib/check/_core.py), whatever ran before."""
+    from attnlib.check import _core
+
+    _core._failed.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -132,6 +132,7 @@ def _chapter_page(browser, site, chapter):
     _check_edition_link(browser, "中文", f"{site}/zh/notebooks/{chapter}.html")
     _check_solutions(browser, chapter)
     _check_explorers(browser, chapter, "en")
+    _check_for_readers(browser, "en")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -151,6 +152,7 @@ def _chinese_chapter_page(browser, site, chapter):
     assert not english_alt, f"figures whose alt text is not in Chinese: {english_alt}"
     _check_edition_link(browser, "English", f"{site}/notebooks/{chapter}.html")
     _check_explorers(browser, chapter, "zh_CN")
+    _check_for_readers(browser, "zh_CN")
 
 
 CHECKS.update(test_chapter_page=_chapter_page, test_chinese_chapter_page=_chinese_chapter_page)
@@ -507,4 +509,171 @@ CHECKS.update(
     test_chinese_search_finds_the_chapter_that_teaches_a_term=_chinese_search_finds_the_chapter,
     test_chinese_pages_have_no_english_theme_words=_no_english_theme_words,
     test_chinese_introduction_shows_the_overview_figure=_chinese_introduction_figure,
+)
+
+
+# ------------------------------------------------------------------ every page, as phones, keyboards and screen readers meet it
+
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}  # a phone's screen, in CSS pixels
+AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"  # `npm ci` in tests/axe (.ci/run)
+
+# axe-core's findings that are not the course's to fix: (rule, CSS selector of the node or an ancestor, why).
+# Every other serious or critical violation fails the test.
+AXE_NOT_OURS = [
+    # sphinxcontrib-bibtex's reference list: a role="list" whose children are its doc-backlink links
+    ("aria-required-children", "div.citation-list", "sphinxcontrib-bibtex markup (references page)"),
+    # sphinx-exercise paints exercises on #ecf3ff, where the theme's link colour #176de8 reaches 4.29:1
+    ("color-contrast", "div.exercise a.reference", "sphinx-exercise background + theme link colour"),
+    ("color-contrast", "div.solution a.reference", "sphinx-exercise background + theme link colour"),
+    # the theme's "Back to top" button (shown once the page is scrolled): the theme's colours
+    ("color-contrast", "#pst-back-to-top", "pydata-sphinx-theme's back-to-top button"),
+]
+# Not given to axe-core at all: the code cells' syntax highlighting, coloured by the theme's Pygments style
+# (about half of axe's time on a chapter, in its colour-contrast rule; the course sets none of those colours).
+AXE_SKIPPED = ["div.highlight"]
+
+_AXE_RUN = """
+    const [context, options, notOurs, done] = arguments;
+    axe.run(context, options).then(result => done(result.violations.flatMap(v => v.nodes
+        .filter(n => ['serious', 'critical'].includes(n.impact))
+        .filter(n => {
+            const el = document.querySelector(n.target[0]);
+            return !notOurs.some(([rule, selector]) => rule === v.id && el && el.closest(selector));
+        })
+        .map(n => `${v.id} (${n.impact}): ${n.target.join(' ')} :: ${n.html.slice(0, 160)}`))))
+      .catch(e => done([`axe failed: ${e}`]));"""
+
+
+@functools.cache
+def _axe_source() -> str:
+    if not AXE.exists():
+        message = "axe-core is not installed: run `npm ci` in tests/axe (.ci/run does)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message + ": required under CI")
+        pytest.skip(message)
+    return AXE.read_text(encoding="utf-8")
+
+
+def _axe(browser, context: str | None = None) -> list[str]:
+    """axe-core's serious and critical violations on the open page (``context``: a JS expression; by
+    default the page less AXE_SKIPPED), less AXE_NOT_OURS, one line each."""
+    if not browser.execute_script("return !!window.axe"):
+        browser.execute_script(_axe_source())
+    return browser.execute_async_script(
+        f"return (function() {{ {_AXE_RUN} }}).apply(null, [{context or json.dumps({'exclude': [[s] for s in AXE_SKIPPED]})}, ...arguments]);",
+        {"resultTypes": ["violations"]} if context is None else {"runOnly": ["color-contrast"]},
+        [list(x[:2]) for x in AXE_NOT_OURS],
+    )
+
+
+def _check_for_readers(browser, lang: str) -> None:
+    """On the open page: a description in the page's language; no formula in the Tab order (but those that
+    scroll sideways, book/_ext/course_html.py); no part of the
+    page wider than a phone; no serious or critical axe-core violation (as the page is on a phone, the
+    views in the state the checks before left them, and the views once more in the theme's dark mode) on
+    every English page and every Chinese page with a view (the other Chinese pages share the English markup)."""
+    url = browser.current_url
+    state = browser.execute_script("""
+        const meta = document.querySelector('meta[name="description"]');
+        return {description: meta ? meta.content : null,
+                tabbable_math: [...document.querySelectorAll('mjx-container')]  // a formula that scrolls may be
+                    .filter(m => m.tabIndex >= 0 && m.scrollWidth <= m.clientWidth + 1).length,
+                views: document.querySelectorAll('.attnx, .osp, .attnl').length};""")
+    description = state["description"] or ""
+    assert description.strip(), f"{url}: no <meta name='description'>"
+    chinese = any("\u4e00" <= ch <= "\u9fff" for ch in description)
+    assert chinese == (lang != "en"), f"{url}: the description is not in the page's language: {description!r}"
+    assert state["tabbable_math"] == 0, f"{url}: {state['tabbable_math']} formulas are Tab stops"
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    try:
+        # the theme makes a table or code box that now scrolls a Tab stop, 300 ms after a resize (debounced)
+        browser.execute_async_script("setTimeout(arguments[arguments.length - 1], 400);")
+        wide = browser.execute_script("""
+            const width = document.documentElement.scrollWidth;
+            const culprits = width <= 390 ? [] : [...document.querySelectorAll('article *')]
+                .filter(e => e.getBoundingClientRect().right > 391 && !e.closest('pre, .output, .cell_output, table, mjx-container, .MathJax'))
+                .slice(-3).map(e => e.outerHTML.slice(0, 120));
+            return [width, culprits];""")
+        assert wide[0] <= 390, f"{url} is {wide[0]} px wide on a 390 px phone: {wide[1]}"
+        if lang != "en" and not state["views"]:
+            # the same markup as the English page, in other words: axe-core (2-3 s a page) runs on the Chinese
+            # pages that hold the course's views only, whose words (and so whose boxes) differ
+            return
+        violations = _axe(browser)
+        if state["views"]:
+            browser.execute_script("document.documentElement.dataset.theme = 'dark';")
+            violations += [f"(dark mode) {v}" for v in _axe(browser, "{include: [['.attnx'], ['.osp'], ['.attnl']]}")]
+            browser.execute_script("document.documentElement.dataset.theme = 'light';")
+        assert not violations, f"{url}: axe-core {len(violations)} serious or critical:\n" + "\n".join(violations)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.parametrize("edition", ["", "zh/"], ids=["en", "zh"])
+def test_other_pages_for_readers(browsed, request, edition):
+    """Every page but the chapters (which test_chapter_page and test_chinese_chapter_page check on their own
+    load), in each edition: the checks of _check_for_readers (description, Tab order, phone width, axe-core)."""
+    _outcome(browsed, request)
+
+
+def _other_pages_for_readers(browser, site, edition):
+    chapters = {f"notebooks/{c}.html" for c in CHAPTERS}
+    pages = [p for p in _pages(HTML / edition) if p not in chapters and not p.startswith("zh/")]
+    assert "book/intro.html" in pages and "search.html" in pages, pages
+    for page in pages:
+        _open(browser, f"{site}/{edition}{page}")
+        if browser.execute_script("return !!document.querySelector('script[src*=\"mathjax\"]')"):
+            assert _wait_for_mathjax(browser), f"{page}: MathJax did not start"
+        _check_for_readers(browser, "zh_CN" if edition else "en")
+
+
+# Queries and the chapter that must come first in the search results: the chapter whose title is the
+# query, or that teaches the term (Sphinx alone ordered equal scores by title text: "10." before "4.")
+FIRST_RESULTS = {
+    "": [
+        ("attention mask", "04_masking"),
+        ("masking", "04_masking"),
+        ("softmax", "05_softmax_values"),
+        ("multi-head", "06_multihead"),
+        ("multi-head attention", "06_multihead"),
+        ("cross-attention", "08_cross_attention"),
+        ("RoPE", "09_positions"),
+        ("KV cache", "12_kv_cache"),
+        ("sliding window", "15_local_attention"),
+        ("latent attention", "16_latent_attention"),
+    ],
+    "zh/": [
+        ("注意力掩码", "04_masking"),
+        ("掩码", "04_masking"),
+        ("softmax", "05_softmax_values"),
+        ("多头注意力", "06_multihead"),
+        ("multi-head", "06_multihead"),
+        ("交叉注意力", "08_cross_attention"),
+        ("RoPE", "09_positions"),
+        ("键值缓存", "12_kv_cache"),
+        ("KV cache", "12_kv_cache"),
+        ("attention mask", "04_masking"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "edition, query, chapter",
+    [(e, q, c) for e, cases in FIRST_RESULTS.items() for q, c in cases],
+    ids=[f"{e or 'en/'}{q}" for e, cases in FIRST_RESULTS.items() for q, _ in cases],
+)
+def test_search_lists_the_chapter_first(browsed, request, edition, query, chapter):
+    """The book's search page lists first the chapter whose title is the query (book/_ext/search_scorer.js)."""
+    _outcome(browsed, request)
+
+
+def _search_lists_the_chapter_first(browser, site, edition, query, chapter):
+    links = _search(browser, site, edition, query)
+    pages = [href.split(site + "/" + edition)[-1].split("#")[0].split("?")[0] for href in links]
+    assert pages and pages[0] == f"notebooks/{chapter}.html", f"{edition}search for {query!r}: {pages[:8]}"
+
+
+CHECKS.update(
+    test_other_pages_for_readers=_other_pages_for_readers,
+    test_search_lists_the_chapter_first=_search_lists_the_chapter_first,
 )

@@ -105,6 +105,27 @@ def test_book_homework_page_shows_a_real_message():
     assert shown == f"AssertionError: {info.value}"
 
 
+def test_book_homework_page_shows_a_real_diagnosis():
+    """book/homework.md quotes what an inverted mask (True = blocked) is told at its first failure, and
+    the hint follows at the second."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "book" / "homework.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(AssertionError: combine_masks: wrong values\n.*?)\n```", doc, re.S).group(1)
+
+    def combine_masks(lengths, T):
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        padding = torch.arange(T) < lengths[:, None, None, None]
+        return ~(causal & padding)
+
+    with pytest.raises(AssertionError) as info:
+        check.combine_masks(combine_masks)
+    assert shown == f"AssertionError: {info.value}"
+    with pytest.raises(AssertionError, match=r"(?s)diagnosis: your mask is inverted.*\n  hint: "):
+        check.combine_masks(combine_masks)
+
+
 # ------------------------------------------------------------------ every registered checker
 
 
@@ -123,7 +144,7 @@ def test_every_checker_passes_the_notebooks_solution_and_rejects_a_near_miss(lab
     solution = solution_of(label)
     entry(solution)
     assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match=r"(?s)wrong value.*case:.*hint:"):
+    with pytest.raises(AssertionError, match=r"(?s)wrong value.*case:.*(hint|diagnosis):"):
         entry(lambda *args: _nudge(solution(*args)))
     with pytest.raises(AssertionError, match="not implemented yet"):
         entry(lambda *args: (_ for _ in ()).throw(NotImplementedError()))
@@ -162,7 +183,7 @@ def _naive_softmax(x):
     ],
 )
 def test_checkers_catch_the_classic_mistakes(name, wrong):
-    with pytest.raises(AssertionError, match=r"(?s)case:.*hint:"):
+    with pytest.raises(AssertionError, match=r"(?s)case:.*(hint|diagnosis):"):
         getattr(check, name)(wrong)
 
 
@@ -297,3 +318,39 @@ def test_book_homework_page_shows_the_real_forbidden_message():
     with pytest.raises(AssertionError) as info:
         check.stable_softmax(lambda x: attnlib.softmax(x))
     assert shown == f"AssertionError: {info.value}"
+
+
+def test_a_diagnosis_comes_first_and_the_hint_with_the_next_failure():
+    """Where a checker can tell what a wrong answer got wrong, its first failure says that, not the whole
+    method; the hint follows with the next failed check; an answer the diagnosis does not fit gets the hint."""
+    from attnlib.check import _core
+
+    def doubled(x):
+        return 2 * x
+
+    def swapped(x):
+        return -x
+
+    cases = [("a vector", (torch.tensor([1.0, -2.0, 3.0]),))]
+    diagnoses = (
+        ("never applies: it raises", lambda got, expected, x: 1 / 0),
+        ("your result is twice the input", lambda got, expected, x: torch.allclose(got, 2 * x)),
+    )
+
+    def run(fn, hold_hint=True):
+        with pytest.raises(AssertionError) as info:
+            _core.compare("identity_demo", fn, cases, torch.clone, "return x as it is",
+                          diagnoses=diagnoses, hold_hint=hold_hint)  # fmt: skip
+        return str(info.value)
+
+    _core._failed.pop("identity_demo", None)
+    first = run(doubled)
+    assert "diagnosis: your result is twice the input" in first
+    assert "hint:" not in first and "next failed check" in first
+    second = run(doubled)
+    assert "diagnosis: your result is twice the input" in second and "hint: return x as it is" in second
+    other = run(swapped)
+    assert "diagnosis" not in other and "hint: return x as it is" in other
+    _core._failed.pop("identity_demo", None)
+    graded = run(doubled, hold_hint=False)  # the grader's report: both at once
+    assert "diagnosis: your result is twice" in graded and "hint: return x" in graded

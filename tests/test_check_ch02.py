@@ -63,5 +63,28 @@ def test_correct_solutions_pass(solution, capsys):
     ],
 )
 def test_classic_mistakes_are_caught(wrong, first_failure):
-    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*hint:"):
+    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*(hint|diagnosis):"):
         check.scores(wrong)
+
+
+def _first_message(checker, fn) -> str:
+    """The message of a first failed check (the diagnosis, where one fits, comes before the hint)."""
+    from attnlib.check import _core
+
+    _core._failed.pop(checker.function, None)
+    with pytest.raises(AssertionError) as info:
+        checker(fn)
+    _core._failed.pop(checker.function, None)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda x, w_q, w_k: (x @ w_k) @ (x @ w_q).transpose(-2, -1), "the transpose of S"),
+        (lambda x, w_q, w_k: (x @ w_q) @ (x @ w_k).transpose(-2, -1) / math.sqrt(w_q.shape[-1]), "sqrt(d_k)"),
+    ],
+)
+def test_a_wrong_answer_is_told_what_it_got_wrong(wrong, diagnosis):
+    message = _first_message(check.scores, wrong)
+    assert "diagnosis:" in message and diagnosis in message and "hint:" not in message

@@ -67,5 +67,22 @@ def test_a_solution_that_casts_to_float32_fails_on_the_float64_case():
     ],
 )
 def test_classic_mistakes_are_caught(wrong, first_failure):
-    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*hint:"):
+    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*(hint|diagnosis):"):
         check.scaled_scores(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "divided by d_k"),
+        (lambda q, k: q @ k.transpose(-2, -1), "not scaled"),
+    ],
+)
+def test_a_wrong_answer_is_told_what_it_got_wrong(wrong, diagnosis):
+    from attnlib.check import _core
+
+    _core._failed.pop("scaled_scores", None)
+    with pytest.raises(AssertionError) as info:
+        check.scaled_scores(wrong)
+    _core._failed.pop("scaled_scores", None)
+    assert "diagnosis:" in str(info.value) and diagnosis in str(info.value)

@@ -79,5 +79,31 @@ def test_a_correct_solution_passes(capsys):
     ],
 )
 def test_classic_mistakes_are_caught(wrong, first_failure):
-    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*hint:"):
+    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*(hint|diagnosis):"):
         check.reach(wrong)
+
+
+def _causal(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def _padding(lengths, T):
+    return (torch.arange(T)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, T)
+
+
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda lengths, T: ~(_causal(T) & _padding(lengths, T)), "inverted"),
+        (lambda lengths, T: _causal(T).expand(len(lengths), 1, T, T).clone(), "causal mask alone"),
+        (lambda lengths, T: _padding(lengths, T).expand(len(lengths), 1, T, T).clone(), "not the future"),
+    ],
+)
+def test_a_wrong_mask_is_told_what_it_got_wrong(wrong, diagnosis):
+    from attnlib.check import _core
+
+    _core._failed.pop("combine_masks", None)
+    with pytest.raises(AssertionError) as info:
+        check.combine_masks(wrong)
+    _core._failed.pop("combine_masks", None)
+    assert "diagnosis:" in str(info.value) and diagnosis in str(info.value)

@@ -63,5 +63,28 @@ def test_a_correct_solution_passes(capsys):
     ],
 )
 def test_classic_mistakes_are_caught(wrong, first_failure):
-    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*hint:"):
+    with pytest.raises(AssertionError, match=rf"(?s)case: {first_failure}.*(hint|diagnosis):"):
         check.shifted_output(wrong)
+
+
+def _no_max(x):
+    e = x.exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _max_without_guard(x):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    "wrong, diagnosis", [(_no_max, "subtract each row's maximum"), (_max_without_guard, "all -inf")]
+)
+def test_a_wrong_softmax_is_told_what_it_got_wrong(wrong, diagnosis):
+    from attnlib.check import _core
+
+    _core._failed.pop("stable_softmax", None)
+    with pytest.raises(AssertionError) as info:
+        check.stable_softmax(wrong)
+    _core._failed.pop("stable_softmax", None)
+    assert "diagnosis:" in str(info.value) and diagnosis in str(info.value)

@@ -112,10 +112,25 @@ def _complex_rope_keeping_dtype(x, positions):
     ],
 )
 def test_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):"):
         check.rope(wrong)
 
 
 def test_the_identity_fails_at_once():
     with pytest.raises(AssertionError, match=r"(?s)wrong values.*case: one pair.*hint:"):
         check.rope(lambda x, p: x.clone())
+
+
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda x, p: _plain(x, p, halves=True), "the two halves"),
+        (lambda x, p: _plain(x, p, sign=-1.0), "turn the other way"),
+        (lambda x, p: _plain(x, p, ignore_positions=True), "whatever the positions say"),
+        (lambda x, p: _plain(x, p, concat=True), "concatenated"),
+    ],
+)
+def test_a_wrong_rope_is_told_what_it_got_wrong(wrong, diagnosis):
+    with pytest.raises(AssertionError) as info:
+        check.rope(wrong)
+    assert "diagnosis:" in str(info.value) and diagnosis in str(info.value), str(info.value)[-300:]

@@ -20,6 +20,16 @@ F64 = torch.float64
 NOTEBOOK = "14_modern_attention.ipynb"
 
 
+def _told(info, diagnosis):
+    """A first failed check: with a diagnosis, it says that and holds the hint back; without one, the hint."""
+    message = str(info.value)
+    if diagnosis is None:
+        assert "diagnosis:" not in message and "hint:" in message
+    else:
+        said = message.partition("  diagnosis: ")[2]
+        assert diagnosis in said.partition("\n")[0] and "next failed check" in message and "hint:" not in message
+
+
 def test_registered_under_their_exercises():
     assert ROTATE_HALF is check.interleaved_to_rotate_half and ROTATE_HALF.function == "interleaved_to_rotate_half"
     assert BOUND is check.largest_score and BOUND.function == "largest_score"
@@ -107,18 +117,64 @@ def test_bound_examples():
 
 
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
-        (lambda g_q, g_k: math.sqrt(len(g_q)), r"wrong value.*case: g_q = 2"),  # the gains forgotten
-        (lambda g_q, g_k: math.sqrt(len(g_q)) * g_q.abs().max().item() * g_k.abs().max().item(), r"case: the largest"),
-        (lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).max().item(), r"case: a negative gain"),  # the sign kept
-        (lambda g_q, g_k: len(g_q) * (g_q * g_k).abs().max().item(), r"case: gains 1, as initialised"),  # no 1/sqrt(d)
-        (lambda g_q, g_k: 1.0 * (g_q * g_k).abs().max().item(), r"case: gains 1, as initialised"),  # no length sqrt(d)
+        (lambda g_q, g_k: math.sqrt(len(g_q)), r"wrong value.*case: g_q = 2", None),  # the gains forgotten
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * g_q.abs().max().item() * g_k.abs().max().item(),
+            r"case: the largest",
+            "you multiplied max|g_q| by max|g_k|",
+        ),
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).max().item(),
+            r"case: a negative gain",
+            "you kept the sign of the products",
+        ),
+        (
+            lambda g_q, g_k: len(g_q) * (g_q * g_k).abs().max().item(),
+            r"case: gains 1, as initialised",
+            "you left out the score's 1 / sqrt(d_head)",
+        ),
+        (
+            lambda g_q, g_k: 1.0 * (g_q * g_k).abs().max().item(),
+            r"case: gains 1, as initialised",
+            "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1",
+        ),  # the lengths taken as 1
+        (
+            lambda g_q, g_k: (g_q * g_k).abs().max().item() / math.sqrt(len(g_q)),
+            r"case: gains 1, as initialised",
+            "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1",
+        ),  # max / sqrt(d)
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).abs().mean().item(),
+            r"case: the largest",
+            "take the max, not the mean",
+        ),
     ],
 )
-def test_bound_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
+def test_bound_classic_mistakes_are_caught_and_told(wrong, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
         check.largest_score(wrong)
+    _told(info, diagnosis)
+
+
+def test_bound_a_0d_tensor_is_accepted_as_the_exercise_says(capsys):
+    """The exercise asks for a number and says that a 0-d tensor is accepted too (the checkers turn a
+    one-element tensor into a number); a wrong one is still rejected."""
+    check.largest_score(lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q.double() * g_k.double()).abs().max())
+    assert "check.largest_score: all" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"(?s)wrong value.*diagnosis: you kept the sign"):
+        check.largest_score(lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).max())
+    exercise = next(cell for cell in _notebook_cells() if "label: ch14-qk-norm-bound" in cell and "{exercise}" in cell)
+    assert "a 0-d tensor is accepted too" in " ".join(exercise.split())
+
+
+def _notebook_cells():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / NOTEBOOK
+    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
 
 
 # ------------------------------------------------------------------ ch14-qwen3-attention
@@ -202,13 +258,14 @@ def test_cases_include_the_edge_cases():
 
 RIGHT = dict(order="norm_rope", base=1e6, share="interleave", pairs="interleaved", per_head_norm=True, causal=True)
 RIGHT["scale"] = "d_head"  # 1/sqrt(d_head), not 1/sqrt(d_model / n_heads)
+RIGHT.update(eps=1e-6, gains=True, rope_values=False)
 
 
 def _plain(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake):
     """The exercise's steps; ``mistake`` switches one of RIGHT's choices to a classic mistake."""
     opt = {**RIGHT, **mistake}
     order, base, share, pairs = opt["order"], opt["base"], opt["share"], opt["pairs"]
-    per_head_norm, scale, causal = opt["per_head_norm"], opt["scale"], opt["causal"]
+    per_head_norm, scale, causal, eps = opt["per_head_norm"], opt["scale"], opt["causal"], opt["eps"]
     B, T, d_model = x.shape
     d_head = g_q.shape[0]
     n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
@@ -217,10 +274,11 @@ def _plain(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake):
         return y.reshape(B, T, n, d_head).transpose(1, 2)
 
     def norm(y, gain):
+        gain = gain if opt["gains"] else 1.0
         if per_head_norm:
-            return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * gain
+            return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps) * gain
         flat = y.transpose(1, 2).flatten(-2)  # over all heads together: (B, T, n * d_head)
-        flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + 1e-6)
+        flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + eps)
         return flat.unflatten(-1, (-1, d_head)).transpose(1, 2) * gain
 
     def rope(y):
@@ -238,6 +296,8 @@ def _plain(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake):
         q, k = norm(rope(q), g_q), norm(rope(k), g_k)
     else:  # no QK-norm
         q, k = rope(q), rope(k)
+    if opt["rope_values"]:
+        v = rope(v)
     if share == "interleave":
         k, v = (t.repeat_interleave(n_heads // n_kv, dim=1) for t in (k, v))
     else:
@@ -258,22 +318,40 @@ def test_qwen3_the_solutions_pass(capsys):
     assert out.count(f"check.qwen3_attention: all {len(QWEN3.cases())} cases passed") == 2
 
 
+FIRST = r"wrong values.*case: d_model = 32"
+SMALL = r"wrong values.*case: W_Q and W_K 1000 times smaller"  # the case where eps counts
+
+
 @pytest.mark.parametrize(
-    "options, match",
+    "options, match, diagnosis",
     [
-        ({"order": "rope_norm"}, r"wrong values.*case: d_model = 32"),  # QK-norm after RoPE: the gains rotate
-        ({"order": "none"}, r"wrong values.*case: d_model = 32"),  # no QK-norm
-        ({"base": 10000.0}, r"wrong values.*case: d_model = 32"),  # Llama 2's base, not Qwen3's
-        ({"pairs": "rotate_half"}, r"wrong values.*case: d_model = 32"),  # Hugging Face's pairs, unpermuted weights
-        ({"share": "tile"}, r"wrong values.*case: d_model = 32"),  # .repeat: head h uses h % n_kv
-        ({"per_head_norm": False}, r"wrong values.*case: d_model = 32"),  # one RMS over all heads
-        ({"scale": "d_model"}, r"wrong values.*case: d_model = 32"),  # 1/sqrt(d_model / n_heads)
-        ({"causal": False}, r"wrong values.*case: d_model = 32"),  # the future seen
+        ({"order": "rope_norm"}, FIRST, "you applied RoPE before QK-norm"),  # QK-norm after RoPE: the gains rotate
+        ({"order": "none"}, FIRST, None),  # no QK-norm
+        ({"base": 10000.0}, FIRST, "your RoPE base is 10,000"),  # Llama 2's base, not Qwen3's
+        ({"pairs": "rotate_half"}, FIRST, "you paired dimension i with i + d_head/2"),  # HF's pairs, unpermuted weights
+        ({"share": "tile"}, FIRST, "you shared the key/value heads with repeat"),  # .repeat: head h uses h % n_kv
+        ({"per_head_norm": False}, FIRST, "you normalised the whole projection at once"),  # one RMS over all heads
+        ({"scale": "d_model"}, FIRST, "you scaled the scores by 1/sqrt(d_model / n_heads)"),
+        ({"causal": False}, FIRST, "your queries see later tokens"),  # the future seen
+        ({"gains": False}, FIRST, "your QK-norm has no gains"),
+        ({"rope_values": True}, FIRST, "you rotated the values too"),
+        ({"eps": 1e-2}, FIRST, None),  # far from 1e-6: wrong at every scale
+        ({"eps": 0.0}, SMALL, "your RMSNorm's eps is not Qwen3's 1e-6"),  # H3: passed every case before
+        ({"eps": 1e-5}, SMALL, "your RMSNorm's eps is not Qwen3's 1e-6"),  # H3: passed every case before
     ],
 )
-def test_qwen3_classic_mistakes_are_caught(options, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
+def test_qwen3_classic_mistakes_are_caught_and_told(options, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
         check.qwen3_attention(lambda *a: _plain(*a, **options))
+    _told(info, diagnosis)
+
+
+def test_qwen3_the_eps_case_has_mean_squares_near_eps():
+    """The case that catches eps 0 and 1e-5: the mean square of q over each head is within 10x of 1e-6."""
+    label, (x, w_q, *_rest, g_q, g_k) = next(c for c in QWEN3.cases() if "1000 times smaller" in c[0])
+    d_head = g_q.shape[0]
+    mean_square = (x @ w_q).unflatten(-1, (-1, d_head)).pow(2).mean(-1)  # (B, T, n_heads)
+    assert 1e-7 < mean_square.median().item() < 1e-5, label
 
 
 def test_qwen3_the_dtype_is_kept():
@@ -315,24 +393,30 @@ def test_rotate_half_by_index_passes(capsys):
 
 
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
         # the inverse permutation (rotate half -> interleaved): the same only for d_head = 2 and 4
         (
             lambda w, n: w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape),
             r"wrong values.*case: a QK-norm gain",
+            "you applied the inverse permutation",
         ),
         # the permutation over all rows at once, not head by head
-        (lambda w, n: _by_index(w, 1), r"wrong values.*case: rows numbered"),
+        (lambda w, n: _by_index(w, 1), r"wrong values.*case: rows numbered", "you permuted all the rows as one head"),
         # columns permuted instead of rows
-        (lambda w, n: _by_index(w.T, n).T if w.dim() == 2 else w, r"case: rows numbered"),
+        (lambda w, n: _by_index(w.T, n).T if w.dim() == 2 else w, r"case: rows numbered", None),
+        # nothing moved
+        (lambda w, n: w.clone(), r"case: rows numbered", "your rows have not moved"),
         # the dtype lost
-        (lambda w, n: _by_index(w, n).float(), r"wrong dtype.*case: float64"),
+        (lambda w, n: _by_index(w, n).float(), r"wrong dtype.*case: float64", "the dtype changed"),
+        # the rows reversed within each head: no diagnosis fits, the hint comes at once
+        (lambda w, n: w.unflatten(0, (n, -1)).flip(1).flatten(0, 1), r"case: rows numbered", None),
     ],
 )
-def test_rotate_half_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
+def test_rotate_half_classic_mistakes_are_caught_and_told(wrong, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
         check.interleaved_to_rotate_half(wrong)
+    _told(info, diagnosis)
 
 
 def test_checking_leaves_the_global_random_state_alone():

@@ -4,6 +4,7 @@ independent one: the definitions written as loops, what attnlib's KVCache holds 
 transformers' gpt-oss attention, attnlib's layer with learned sinks, and PyTorch's FlexAttention
 rules combined with and_masks. The notebook's solutions pass, and the classic mistakes fail."""
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -11,12 +12,28 @@ import torch
 from _solutions import notebook_solution
 
 from attnlib import KVCache, MultiHeadAttention, check, merge_heads, sliding_window_mask, split_heads
-from attnlib.check import CHECKS
+from attnlib.check import CHECKS, _core
 
 STREAMING = CHECKS["ch15-streaming-mask"]
 SINK = CHECKS["ch15-sink-softmax"]
 PACKED = CHECKS["ch15-packed-window"]
 NOTEBOOK = "15_local_attention.ipynb"
+
+
+def _fails(checker, wrong, match, diagnosis):
+    """The first failed check of a fresh session: the case where it fails, then the diagnosis (without the
+    hint) where one fits the mistake, else the hint; a second failure gives the hint in either case."""
+    _core._failed.pop(checker.function, None)
+    with pytest.raises(AssertionError, match=rf"(?s){match}") as first:
+        checker(wrong)
+    message = str(first.value)
+    if diagnosis is None:
+        assert "diagnosis:" not in message and "hint:" in message, message
+    else:
+        assert f"diagnosis: {diagnosis}" in message and "hint:" not in message, message
+        with pytest.raises(AssertionError, match=r"(?s)diagnosis:.*hint:"):
+            checker(wrong)
+    _core._failed.pop(checker.function, None)
 
 
 def test_registered_under_their_exercises():
@@ -86,26 +103,56 @@ def test_streaming_an_answer_by_index_passes(capsys):
 
 
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
         # the window one token too wide: i - j <= window
-        (lambda T, w, s: _streaming_by_hand(T, w + 1, s), r"wrong values.*case: T = 4, window = 2, no sinks"),
+        (
+            lambda T, w, s: _streaming_by_hand(T, w + 1, s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your window holds window + 1 keys",
+        ),
+        # the window one token too short: i - j < window - 1
+        (
+            lambda T, w, s: _streaming_by_hand(T, w - 1, s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your window holds window - 1 keys",
+        ),
         # the sink columns kept above the diagonal too: the first tokens seen before they exist
         (
             lambda T, w, s: _streaming_by_hand(T, w, 0) | (torch.arange(T)[None, :] < s).expand(T, T),
             r"wrong values.*case: T = 4, window = 2, 2 sinks",
+            "your mask lets a query see sinks that come after it",
+        ),
+        # j <= sinks: one sink too many
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, s + 1),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "you keep sinks + 1 first tokens",
         ),
         # the sinks forgotten
-        (lambda T, w, s: _streaming_by_hand(T, w, 0), r"wrong values.*case: T = 4, window = 2, 2 sinks"),
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, 0),
+            r"wrong values.*case: T = 4, window = 2, 2 sinks",
+            "your mask has no sinks",
+        ),
         # rows and columns swapped
-        (lambda T, w, s: _streaming_by_hand(T, w, s).T, r"wrong values.*case: T = 4, window = 2, no sinks"),
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, s).T,
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your mask is transposed",
+        ),
+        # the band and the sinks joined with AND: no diagnosis fits, the hint comes at once
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, 0) & (torch.arange(T)[None, :] < s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            None,
+        ),
         # 0 and 1 instead of False and True
-        (lambda T, w, s: _streaming_by_hand(T, w, s).int(), r"expected a bool tensor"),
+        (lambda T, w, s: _streaming_by_hand(T, w, s).int(), r"expected a bool tensor", None),
     ],
 )
-def test_streaming_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
-        check.streaming_mask(wrong)
+def test_streaming_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.streaming_mask, wrong, match, diagnosis)
 
 
 def test_streaming_forbids_the_band_mask():
@@ -187,46 +234,85 @@ def _stable(scores, sinks):
     return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
 
 
+def _row_max_only(scores, sinks, guard=False):
+    """Stable for large scores, but exp(b - m) with m the row's maximum alone: 0/0 on a row of -inf (or, with
+    a guard that sets those rows to 0, a sink far above the scores overflows and every weight becomes 0)."""
+    b = sinks.to(scores.dtype).view(1, -1, 1, 1)
+    top = scores.amax(-1, keepdim=True)
+    if guard:
+        top = torch.where(torch.isneginf(top), torch.zeros_like(top), top)  # the all-masked rows: no NaN
+    e = torch.exp(scores - top)
+    return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
+
+
+def _first_key_dropped(s, b):
+    """The sink appended as the last column, then the first column dropped instead of the sink's."""
+    B, H, T_q, _ = s.shape
+    sink = b.to(s.dtype).view(1, H, 1, 1).expand(B, H, T_q, 1)
+    return torch.softmax(torch.cat([s, sink], -1), -1)[..., 1:]
+
+
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
-        (_naive, r"contains NaN.*case: scores near 1000"),  # exp without the maximum taken off
+        (_naive, r"contains NaN.*case: scores near 1000", "exp overflowed"),  # exp without the maximum taken off
         # the sink added to the scores instead of joining the row
-        (lambda s, b: torch.softmax(s + b.to(s.dtype).view(1, -1, 1, 1), -1), r"wrong values.*case: one row"),
+        (
+            lambda s, b: torch.softmax(s + b.to(s.dtype).view(1, -1, 1, 1), -1),
+            r"wrong values.*case: one row",
+            "your rows sum to 1: the sink must not be added to the scores",
+        ),
         # a plain softmax: the sink forgotten
-        (lambda s, b: torch.softmax(s, -1), r"wrong values.*case: one row"),
-        # one sink for every head: sinks[0]
-        (lambda s, b: _stable(s, b[:1].expand_as(b)), r"wrong values.*case: 4 heads"),
+        (lambda s, b: torch.softmax(s, -1), r"wrong values.*case: one row", "your rows sum to 1"),
         # the row renormalised to 1 after the sink took its share
         (
             lambda s, b: (lambda w: w / w.sum(-1, keepdim=True))(_stable(s, b)),
             r"wrong values.*case: one row",
+            "your rows sum to 1",
         ),
+        # the first key dropped instead of the sink's column
+        (_first_key_dropped, r"wrong values.*case: one row", "your last column is the sink's weight"),
+        # softmax1: a sink of 0 for every head (right on the first case, whose sink is 0)
+        (
+            lambda s, b: _stable(s, torch.zeros_like(b)),
+            r"wrong values.*case: a sink of -inf",
+            "you used a sink of 0 for every head",
+        ),
+        # the row's maximum alone: NaN on an all-masked row
+        (_row_max_only, r"contains NaN.*case: a row whose keys are all masked", "a row whose keys are all masked"),
+        # the row's maximum alone, with a guard against NaN: the float16 case catches it (H2)
+        (
+            lambda s, b: _row_max_only(s, b, guard=True),
+            r"wrong values.*case: float16, scores 0 and a sink of 12",
+            "your weights underflow to 0",
+        ),
+        # one sink for every head: sinks[0] (no diagnosis: the hint)
+        (lambda s, b: _stable(s, b[:1].expand_as(b)), r"wrong values.*case: 4 heads", None),
         # float32 whatever the input
-        (lambda s, b: _stable(s.float(), b), r"wrong dtype.*case: float64"),
+        (lambda s, b: _stable(s.float(), b), r"wrong dtype.*case: float16", None),
     ],
 )
-def test_sink_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
-        check.softmax_with_sink(wrong)
+def test_sink_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.softmax_with_sink, wrong, match, diagnosis)
+
+
+def test_sink_the_float16_case_separates_the_two_maxima():
+    """H2: scores 0 and a sink of 12 in float16. The reference, and transformers' gpt-oss attention, give
+    e^0 / (e^12 + 3) = 6.1e-6 per key; subtracting the row's maximum alone gives 0 (exp(12) is inf in
+    float16), a difference above the checker's atol of 1e-6."""
+    label, (scores, sinks) = next(c for c in SINK.cases() if c[0].startswith("float16"))
+    expected = 1 / (math.exp(12) + 3)
+    got = SINK.reference(scores, sinks)
+    assert got.dtype == torch.float16 and torch.allclose(
+        got.double(), torch.full_like(got.double(), expected), rtol=1e-2
+    )
+    assert expected > 6e-6 and SINK.atol < expected
+    assert torch.equal(_row_max_only(scores, sinks, guard=True), torch.zeros_like(scores))
 
 
 def test_sink_a_stable_answer_passes(capsys):
     check.softmax_with_sink(_stable)
     assert "check.softmax_with_sink: all" in capsys.readouterr().out
-
-
-def test_sink_an_all_masked_row_must_not_give_nan():
-    """Stable, but 0/0 on a row of -inf: max over the row only, then a plain softmax scaled by the sink."""
-
-    def row_max_only(scores, sinks):
-        b = sinks.to(scores.dtype).view(1, -1, 1, 1)
-        top = scores.amax(-1, keepdim=True)
-        e = torch.exp(scores - top)
-        return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
-
-    with pytest.raises(AssertionError, match=r"(?s)case: a row whose keys are all masked.*hint:"):
-        check.softmax_with_sink(row_max_only)
 
 
 # ------------------------------------------------------------------ ch15-packed-window
@@ -272,35 +358,58 @@ def _starts(ids):
     return torch.cat([torch.zeros_like(ids[:, :1]), (ids[:, 1:] != ids[:, :-1]).long()], 1).cumsum(1)
 
 
+def _no_window(ids, w):
+    """The documents' causal triangles, the window forgotten."""
+    return _packed_by_hand(ids, ids.shape[1] + 1)
+
+
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
         # the window counted without the query: i - j <= window
-        (lambda ids, w: _packed_by_hand(ids, w + 1), r"wrong values.*case: documents of 3 and 2"),
+        (
+            lambda ids, w: _packed_by_hand(ids, w + 1),
+            r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see keys window or more tokens back",
+        ),
         # the window on both sides, no causality
         (
             lambda ids, w: _packed_by_hand(ids, w) | _packed_by_hand(ids, w).transpose(1, 2),
             r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see later keys",
         ),
         # the documents forgotten: the band alone
         (
             lambda ids, w: _packed_by_hand(ids * 0, w),
             r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see the document before its own",
         ),
-        # documents compared by order, ids[i] >= ids[j], not by equality
+        # the window forgotten: the documents' triangles alone
+        (_no_window, r"wrong values.*case: documents of 3 and 2", "your mask lets a query see keys window or more"),
+        # documents compared by order, ids[i] > ids[j] seen too: on the first case, the band across documents
         (
             lambda ids, w: (
                 _packed_by_hand(ids, w) | ((ids[:, :, None] > ids[:, None, :]) & _packed_by_hand(ids * 0, w))
             ),
             r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see the document before its own",
+        ),
+        # the document mask and the band joined with OR: no diagnosis fits, the hint at once
+        (
+            lambda ids, w: _packed_by_hand(ids, ids.shape[1] + 1) | _packed_by_hand(ids * 0, w),
+            r"wrong values.*case: documents of 3 and 2",
+            None,
         ),
         # (B, 1, T, T), as document_mask returns
-        (lambda ids, w: _packed_by_hand(ids, w)[:, None], r"wrong shape.*case: documents of 3 and 2"),
+        (
+            lambda ids, w: _packed_by_hand(ids, w)[:, None],
+            r"wrong shape.*case: documents of 3 and 2",
+            "your mask has shape (B, 1, T, T)",
+        ),
     ],
 )
-def test_packed_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
-        check.packed_window_mask(wrong)
+def test_packed_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.packed_window_mask, wrong, match, diagnosis)
 
 
 def test_packed_answers_by_starts_or_by_equality_pass(capsys):

@@ -12,12 +12,28 @@ import torch.nn.functional as F
 from _solutions import notebook_solution
 
 from attnlib import MultiHeadLatentAttention, apply_rope, check, split_heads
-from attnlib.check import CHECKS
+from attnlib.check import CHECKS, _core
 
 LATENT = CHECKS["ch16-latent-from-mha"]
 ABSORBED = CHECKS["ch16-absorbed-attention"]
 F64 = torch.float64
 NOTEBOOK = "16_latent_attention.ipynb"
+
+
+def _fails(checker, wrong, match, diagnosis):
+    """The first failed check of a fresh session: the case where it fails, then the diagnosis (without the
+    hint) where one fits the mistake, else the hint; a second failure gives the hint in either case."""
+    _core._failed.pop(checker.function, None)
+    with pytest.raises(AssertionError, match=rf"(?s){match}") as first:
+        checker(wrong)
+    message = str(first.value)
+    if diagnosis is None:
+        assert "diagnosis:" not in message and "hint:" in message, message
+    else:
+        assert f"diagnosis: {diagnosis}" in message and "hint:" not in message, message
+        with pytest.raises(AssertionError, match=r"(?s)diagnosis:.*hint:"):
+            checker(wrong)
+    _core._failed.pop(checker.function, None)
 
 
 def test_registered_under_their_exercises():
@@ -94,20 +110,52 @@ def test_latent_solutions_pass(capsys):
     assert capsys.readouterr().out.count(f"all {len(LATENT.cases())} cases passed") == 2
 
 
+def _smallest(w_k, w_v, kv_rank):
+    """The last kv_rank terms of the decomposition: svd's values come largest first."""
+    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 1), full_matrices=False)
+    out = (U[:, -kv_rank:] * S[-kv_rank:]) @ Vh[-kv_rank:]
+    return out[:, : w_k.shape[1]], out[:, w_k.shape[1] :]
+
+
+def _rows_stacked(w_k, w_v, kv_rank):
+    """[W_K; W_V] (only when d_k = d_v) approximated, then split by rows: a shared up-projection."""
+    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 0), full_matrices=False)
+    out = (U[:, :kv_rank] * S[:kv_rank]) @ Vh[:kv_rank]
+    return out[: w_k.shape[0]], out[w_k.shape[0] :]
+
+
 @pytest.mark.parametrize(
-    "wrong, match",
+    "wrong, match, diagnosis",
     [
-        (_separate, r"wrong values.*case: d_model = 4, one head"),
-        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r - 1), r"wrong values.*case: d_model = 4, one head"),
-        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r + 1), r"wrong values.*case: d_model = 4, one head"),
-        (lambda w_k, w_v, r: (w_k, w_v), r"wrong values.*case: d_model = 4, one head"),  # nothing compressed
-        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, dtype=torch.float32), r"wrong dtype.*case: float64"),
-        (_split_in_half, r"wrong shape.*case: d_head_v = 4"),  # as if d_k = d_v
+        (_separate, r"wrong values.*case: d_model = 4, one head", "you approximated w_k and w_v each with its own"),
+        (_rows_stacked, r"wrong values.*case: d_model = 4, one head", "you stacked w_k and w_v as rows"),
+        (_smallest, r"wrong values.*case: d_model = 4, one head", "you kept the smallest singular values"),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r - 1),
+            r"wrong values.*case: d_model = 4, one head",
+            None,  # kv_rank = 1: no terms at all, zeros; not told apart from other wrong answers
+        ),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=max(r - 1, 1)),
+            r"wrong values.*case: DeepSeek|wrong values.*case: kv_rank = d_model = 8",
+            "you kept kv_rank - 1 terms",
+        ),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r + 1),
+            r"wrong values.*case: d_model = 4, one head",
+            "you kept kv_rank + 1 terms",
+        ),
+        (
+            lambda w_k, w_v, r: (w_k, w_v),
+            r"wrong values.*case: d_model = 4, one head",
+            "your answer returns w_k and w_v unchanged",
+        ),
+        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, dtype=torch.float32), r"wrong dtype.*case: float64", None),
+        (_split_in_half, r"wrong shape.*case: d_head_v = 4", None),  # as if d_k = d_v
     ],
 )
-def test_latent_classic_mistakes_are_caught(wrong, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
-        check.latent_from_mha(wrong)
+def test_latent_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.latent_from_mha, wrong, match, diagnosis)
 
 
 def test_latent_cases_include_a_kv_rank_above_the_rank():
@@ -181,21 +229,32 @@ def test_absorbed_reference_equals_transformers_deepseek_v3():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def _absorbed(q_nope, q_rope, c, k_rope, w_uk, w_uv, scale="model", mask="bottom_right", view="right", rope=True):
-    """The absorbed form by hand, right or with one classic mistake."""
+def _absorbed(
+    q_nope, q_rope, c, k_rope, w_uk, w_uv, scale="model", mask="bottom_right", view="right", rope=True, expand=""
+):
+    """The absorbed form by hand, right or with one classic mistake; ``expand`` "keys", "values" or "both" (form 1)
+    computes those from the latents instead (the same outputs, more multiply-adds)."""
     B, H, T_new, n = q_nope.shape
     T_k, rank = c.shape[1:]
     r = q_rope.shape[-1]
     W_uk = w_uk.view(H, n, rank) if view == "right" else w_uk.T.reshape(H, rank, n).transpose(-2, -1)
-    scores = (q_nope @ W_uk) @ c[:, None].mT
+    if expand in ("keys", "both"):
+        scores = q_nope @ (c[:, None] @ W_uk.mT).mT  # keys expanded: (B, H, T_k, n)
+    else:
+        scores = (q_nope @ W_uk) @ c[:, None].mT
     if rope:
         scores = scores + q_rope @ k_rope[:, None].mT
     width = {"model": n + r, "nope": n, "latent": rank + r}[scale]
     scores = scores / math.sqrt(width)
-    diagonal = T_k - T_new if mask == "bottom_right" else 0
-    allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=diagonal)
-    w = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-    return (w @ c[:, None]) @ w_uv.view(H, -1, rank).mT
+    if mask != "none":
+        diagonal = T_k - T_new if mask == "bottom_right" else 0
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=diagonal)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    W_uv = w_uv.view(H, -1, rank).mT  # (H, rank, d_v): W_UV,h
+    if expand in ("values", "both"):
+        return w @ (c[:, None] @ W_uv)  # values expanded: (B, H, T_k, d_v)
+    return (w @ c[:, None]) @ W_uv
 
 
 def test_absorbed_solutions_pass(capsys):
@@ -204,19 +263,59 @@ def test_absorbed_solutions_pass(capsys):
     assert capsys.readouterr().out.count(f"all {len(ABSORBED.cases())} cases passed") == 2
 
 
+def test_absorbed_the_solution_spends_far_less_than_expanding():
+    """The notebook's solution on the counted step: well under the budget, and equal to form 2's closed form,
+    n_heads (d_nope kv_rank + T_k (2 kv_rank + d_rope) + kv_rank d_v) for one new token."""
+    from attnlib.check.ch16 import _cost_case
+
+    args = _cost_case()
+    q_nope, q_rope, c, _, _, w_uv = args
+    H, n, r, (T_k, rank) = q_nope.shape[1], q_nope.shape[-1], q_rope.shape[-1], c.shape[1:]
+    d_v = w_uv.shape[0] // H
+    form_2 = H * (n * rank + T_k * (2 * rank + r) + rank * d_v)
+    spent = ABSORBED.count(notebook_solution(NOTEBOOK, "absorbed_attention"))
+    assert spent == form_2 and spent * 4 < ABSORBED.budget(*args) == T_k * rank * H * n
+
+
+@pytest.mark.parametrize("expand", ["keys", "values", "both"])
+def test_absorbed_expanding_from_the_latents_fails(expand):
+    """Form 1 (or half of it) gives the right outputs and fails on its multiply-adds, with a diagnosis."""
+    _fails(
+        check.absorbed_attention,
+        lambda *a: _absorbed(*a, expand=expand),
+        r"right outputs, but too many multiply-adds for form 2.*case: one new token after 255 cached.*counted: ",
+        "you expand keys or values from the latents (form 1)",
+    )
+
+
+def test_absorbed_expanding_with_sdpa_fails():
+    """Form 1 written with F.scaled_dot_product_attention, as the reference computes it."""
+
+    def expanded(q_nope, q_rope, c, k_rope, w_uk, w_uv):
+        B, H, T_new, n = q_nope.shape
+        T_k, r = c.shape[1], k_rope.shape[-1]
+        k_nope = (c @ w_uk.T).unflatten(-1, (H, n)).transpose(1, 2)  # (B, H, T_k, n)
+        k = torch.cat([k_nope, k_rope[:, None].expand(B, H, T_k, r)], -1)
+        v = (c @ w_uv.T).unflatten(-1, (H, -1)).transpose(1, 2)  # (B, H, T_k, d_v)
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=T_k - T_new)
+        return F.scaled_dot_product_attention(torch.cat([q_nope, q_rope], -1), k, v, attn_mask=allowed)
+
+    _fails(check.absorbed_attention, expanded, r"too many multiply-adds", "you expand keys or values")
+
+
 @pytest.mark.parametrize(
-    "options, match",
+    "options, match, diagnosis",
     [
-        ({"scale": "nope"}, r"wrong values.*case: a decoding step"),  # 1/sqrt(d_nope): the rotated part forgotten
-        ({"scale": "latent"}, r"wrong values.*case: a decoding step"),  # 1/sqrt(kv_rank + d_rope)
-        ({"mask": "top_left"}, r"wrong values.*case: a decoding step"),  # is_causal's alignment: key 0 only
-        ({"view": "wrong"}, r"wrong values.*case: a decoding step"),  # w_uk.T reshaped: heads mixed
-        ({"rope": False}, r"wrong values.*case: a decoding step"),  # the rotated part left out
+        ({"scale": "nope"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(d_head_nope)"),
+        ({"scale": "latent"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(kv_rank + d_head_rope)"),
+        ({"mask": "top_left"}, r"wrong values.*case: a decoding step", "your causal mask is aligned at the top left"),
+        ({"mask": "none"}, r"wrong values.*case: the prompt", "your answer has no causal mask"),
+        ({"view": "wrong"}, r"wrong values.*case: a decoding step", "your w_uk mixes the heads"),
+        ({"rope": False}, r"wrong values.*case: a decoding step", "the rotated part is missing"),
     ],
 )
-def test_absorbed_classic_mistakes_are_caught(options, match):
-    with pytest.raises(AssertionError, match=rf"(?s){match}.*hint:"):
-        check.absorbed_attention(lambda *a: _absorbed(*a, **options))
+def test_absorbed_classic_mistakes_are_caught(options, match, diagnosis):
+    _fails(check.absorbed_attention, lambda *a: _absorbed(*a, **options), match, diagnosis)
 
 
 def test_absorbed_the_dtype_is_kept():

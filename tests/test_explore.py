@@ -14,11 +14,11 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, open_view, views_browser
+from _chromium import assert_offline_and_clean, blend, contrast, open_view, touch_tap, views_browser
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
-from attnlib.explore import HINT, Explorer
+from attnlib.explore import HINT, HINT_TOUCH, STYLE, Explorer
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -184,6 +184,34 @@ def test_words_carry_i18n_keys_and_translate(monkeypatch):
         assert f'data-i18n="{word}">{zh}<' in chinese  # the catalog's words, the English key kept
 
 
+def test_readable_by_everyone():
+    """Masked keys' grey reaches 4.5:1 on the hatch's grey stripes (on white, and on the dark theme's light
+    output box #ced6dd); the table's caption keeps the view's colour (not the theme's muted grey); no italic
+    labels (Chinese is never slanted); the queries are a named group; the table's sideways-scrolling box
+    is a named region a keyboard reaches."""
+    grey = re.search(r"\.attnx-masked\{color:(#[0-9a-fA-F]{3,6})", STYLE).group(1)
+    stripe = re.search(r"rgba\(128,128,128,(\.\d+)\)", STYLE).group(1)
+    for paper in ("#ffffff", "#ced6dd"):
+        assert contrast(grey, blend("#808080", float(stripe), paper)) >= 4.5, (grey, paper)
+    assert ".attnx-table caption{text-align:left;color:inherit}" in STYLE
+    assert "italic" not in STYLE
+    page = plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_()
+    assert '<div class="attnx-col attnx-queries" role="group" aria-label="queries">' in page
+    assert (
+        '<div class="attnx-scroll" tabindex="0" role="region" aria-label="weights of"><table class="attnx-table">'
+        in page
+    )
+    assert _data(page)["text"]["hintTouch"] == _data(page)["hintTouch"] == HINT_TOUCH
+
+
+def test_the_touch_hint_in_chinese(monkeypatch):
+    from attnlib import i18n
+
+    monkeypatch.setenv("ATTNLIB_LANG", "zh_CN")
+    data = _data(plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_())
+    assert data["text"]["hintTouch"] == i18n.catalog("zh_CN")[HINT_TOUCH] and "轻触" in data["text"]["hintTouch"]
+
+
 # In the browser ----------------------------------------------------------------------------------
 
 
@@ -318,3 +346,30 @@ def test_a_mask_per_step_in_the_browser(browser, tmp_path):
     ActionChains(browser).move_to_element(queries[3]).perform()
     _expect(browser, ex.weights[3, 0], 3, range(2), masks[3].numpy())
     assert not browser.find_elements("css selector", ".attnx-table td.attnx-masked")
+
+
+@pytest.mark.slow
+def test_on_a_touch_screen(browser, tmp_path):
+    """On a phone (touch emulated, 390 px): the hint says "tap"; a tap pins a query and shows its row; a second
+    tap on it unpins it and its row disappears (the emulated hover must not keep it shown)."""
+    ex = plot.explore(_weights(2, 6, 6), TOKENS)
+    browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": False}
+    )
+    try:
+        open_view(browser, tmp_path, ex, "touch")
+        assert browser.execute_script("return matchMedia('(hover: none) and (pointer: coarse)').matches")
+        hint = browser.find_element("css selector", ".attnx-hint")
+        assert (hint.text, hint.get_attribute("data-i18n")) == (HINT_TOUCH, HINT_TOUCH)
+        query = browser.find_elements("css selector", ".attnx-q")[3]
+        touch_tap(browser, query)
+        _expect(browser, ex.weights[0, 0], 3, range(2))
+        assert query.get_attribute("aria-pressed") == "true"
+        touch_tap(browser, query)
+        assert query.get_attribute("aria-pressed") == "false"
+        assert _shown(browser) == {}, "the unpinned query's row is still shown"
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 390
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})

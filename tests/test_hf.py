@@ -224,3 +224,24 @@ def test_a_config_changed_after_loading_is_a_different_model():
     other.load_state_dict(mine.state_dict())
     with torch.no_grad():
         assert not torch.allclose(other(IDS), mine(IDS), atol=1e-3)
+
+
+def test_deepseek_v3s_query_norm_becomes_q_latent_norm_not_qk_norm():
+    """DeepSeek-V3's RMSNorm of the compressed query, q_a_layernorm (over q_lora_rank), lands in
+    MultiHeadLatentAttention.q_latent_norm; the name q_norm stays QK-norm's (MultiHeadAttention, over d_head)."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    config = transformers.DeepseekV3Config(
+        vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+        topk_group=1, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, first_k_dense_replace=1,
+    )  # fmt: skip
+    layer = ds.DeepseekV3Attention(config, layer_idx=0)
+    with torch.no_grad():
+        layer.q_a_layernorm.weight.copy_(torch.linspace(0.5, 1.5, 24))  # gains that differ from the default 1
+        layer.kv_a_layernorm.weight.copy_(torch.linspace(2.0, 3.0, 16))
+    mine = from_hf(layer)
+    assert not hasattr(mine, "q_norm") and "q_latent_norm.weight" in mine.state_dict()
+    assert torch.equal(mine.q_latent_norm.weight, layer.q_a_layernorm.weight)
+    assert torch.equal(mine.kv_norm.weight, layer.kv_a_layernorm.weight)

@@ -479,3 +479,28 @@ def test_the_command_line(tmp_path):
     proc = _cli("release", str(CHAPTERS[0]), "--out", str(tmp_path / "student"))
     assert proc.returncode == 0 and (tmp_path / "student" / CHAPTERS[0].name).exists(), proc.stderr
     assert proc.stdout.strip() == f"wrote {tmp_path / 'student' / CHAPTERS[0].name}"
+
+
+EXPANDED_ABSORBED = """
+import math
+
+def absorbed_attention(q_nope, q_rope, c, k_rope, w_uk, w_uv):
+    B, H, T_new, n = q_nope.shape
+    T_k, r = c.shape[1], k_rope.shape[-1]
+    k_nope = (c @ w_uk.T).unflatten(-1, (H, n)).transpose(1, 2)  # every key expanded: (B, H, T_k, n)
+    v = (c @ w_uv.T).unflatten(-1, (H, -1)).transpose(1, 2)  # every value expanded: (B, H, T_k, d_v)
+    scores = (q_nope @ k_nope.mT + q_rope @ k_rope[:, None].mT) / math.sqrt(n + r)
+    allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=T_k - T_new)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v
+"""
+
+
+@pytest.mark.slow
+def test_the_grader_counts_the_multiply_adds_of_the_absorbed_form(tmp_path):
+    """Chapter 16's absorbed_attention: form 1 (keys and values expanded) has the right outputs, and the
+    grader, like the notebook's check, counts its multiply-adds in the student's kernel and fails it."""
+    path = _submission(tmp_path, EXPANDED_ABSORBED, name="16_latent_attention.ipynb")
+    results = {r.exercise: r for r in homework.grade_one(path, timeout=30)}
+    expanded = results["ch16-absorbed-attention"]
+    assert expanded.result == "fail" and expanded.points == 0
+    assert "too many multiply-adds" in expanded.message and "diagnosis: you expand keys" in expanded.message

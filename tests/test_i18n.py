@@ -438,6 +438,7 @@ def _looked_up() -> dict[str, str]:
                 found[node.args[0].value] = path.name
     for entry in check.CHECKS.values():
         found[entry.hint] = found[entry.covers] = entry.exercise
+        found.update({message: entry.exercise for message, _ in entry.diagnoses})
     found.update({text: "plot.OVERVIEW_STEPS" for _, text, _ in plot.OVERVIEW_STEPS})
     found.update({result: "homework.RESULTS" for result in homework.RESULTS})
     for name in ("attention_heatmap", "loss_curve"):

@@ -202,7 +202,8 @@ def test_the_explorer_runs_in_jupyterlab(lab, tmp_path):
                 params = message["params"]
                 urls.append(params["request"]["url"] if "request" in params else params["url"])
         assert any("/api/kernels" in u for u in urls)  # the log saw the page talk to its server
-        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "chrome://", "about:")
+        # chrome-untrusted://new-tab-page: the browser's own start page (newer Chromium asks it for its bar)
+        local = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:", "chrome://", "chrome-untrusted://", "about:")
         leaving = [u for u in urls if not u.startswith(local)]
         assert not leaving, leaving
     finally:

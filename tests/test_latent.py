@@ -99,6 +99,22 @@ def test_absorbed_equals_naive_and_expands_no_key():
     assert torch.allclose((q_nope @ W_uk) @ c.T, q_nope @ (c @ W_uk.T).T, atol=1e-5)
 
 
+def test_the_compressed_querys_norm_is_q_latent_norm():
+    """With q_rank, the compressed query passes through an RMSNorm over q_rank named q_latent_norm (DeepSeek's
+    q_a_layernorm), not q_norm (QK-norm's name in MultiHeadAttention); its gains act on the outputs."""
+    torch.manual_seed(2)
+    mla = MultiHeadLatentAttention(32, 4, kv_rank=8, q_rank=12, d_head_rope=4).eval()
+    assert not hasattr(mla, "q_norm") and tuple(mla.q_latent_norm.weight.shape) == (12,)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        out, _ = mla(x, is_causal=True)
+        c_q = mla.w_dq(x)  # (B, T, q_rank)
+        q = mla.w_uq(c_q / c_q.pow(2).mean(-1, keepdim=True).add(mla.q_latent_norm.eps).sqrt())  # gains 1
+        assert torch.allclose(mla.w_uq(mla.q_latent_norm(c_q)), q, atol=1e-6)
+        mla.q_latent_norm.weight.mul_(3.0)
+        assert not torch.allclose(mla(x, is_causal=True)[0], out, atol=1e-3)
+
+
 @pytest.mark.parametrize("q_rank", [None, 12])
 def test_mla_model_generates_the_same_with_and_without_cache(q_rank):
     config = GPTConfig(

@@ -155,6 +155,9 @@ def test_words_carry_i18n_keys_and_translate(monkeypatch):
         assert found and re.search("[\u4e00-\u9fff]", found.group(1)), word  # Chinese, the English key kept
     data = _data(chinese)["text"]
     assert all(re.search("[\u4e00-\u9fff]", t) for t in data.values())  # the script's messages too
+    # 「」 around the button's word in a Chinese sentence; no italic labels (Chinese is never slanted)
+    assert "「运行」" in chinese and "“运行”" not in chinese
+    assert "italic" not in chinese
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,11 @@ import re
 import numpy as np
 import pytest
 import torch
-from _chromium import assert_offline_and_clean, open_view, views_browser
+from _chromium import assert_offline_and_clean, contrast, open_view, views_browser
 
 from attnlib import i18n, plot
 from attnlib._validate import AttnlibError
-from attnlib.player import HINT, MAX_DV, MAX_KEYS, WORDS, OnlineSoftmaxPlayer, _words
+from attnlib.player import HINT, MAX_DV, MAX_KEYS, NAMES, STYLE, WORDS, OnlineSoftmaxPlayer, _words
 
 
 def _row(n: int, seed: int) -> torch.Tensor:
@@ -150,7 +150,7 @@ def test_title_is_escaped():
 
 def test_every_word_has_a_chinese_entry(monkeypatch):
     catalog = i18n.catalog("zh_CN")
-    words = [*WORDS, *_words().values(), HINT]
+    words = [*WORDS, *_words().values(), HINT, *NAMES]
     missing = [w for w in words if w not in catalog]
     assert not missing, missing
     page = plot.online_softmax_player(_row(5, 0), torch.ones(5, 2), block_size=2)._repr_html_()
@@ -164,6 +164,27 @@ def test_every_word_has_a_chinese_entry(monkeypatch):
 
 
 # In the browser ----------------------------------------------------------------------------------
+
+
+def test_readable_by_everyone():
+    """The unread tiles' grey and the coloured marks reach 4.5:1 on white and on the dark theme's light output
+    box (#ced6dd);
+    the caption keeps the view's colour; the focusable box is a named group; each table scrolls sideways
+    in a named region a keyboard reaches; no empty header cell."""
+    grey = re.search(r"\.osp-unread\{color:(#[0-9a-fA-F]{3,6})", STYLE).group(1)
+    colours = [grey] + re.findall(r"\.osp-(?:new|ok|bad)\{color:(#[0-9a-fA-F]{3,6})", STYLE)  # text, marks, verdict
+    assert len(colours) == 4
+    for colour in colours:
+        for paper in ("#ffffff", "#ced6dd"):
+            assert contrast(colour, paper) >= 4.5, (colour, paper)
+    assert ".osp caption{text-align:left;font-weight:bold;color:inherit}" in STYLE
+    page = plot.online_softmax_player(_row(8, 0), torch.ones(8, 2), block_size=3)._repr_html_()
+    assert re.search(
+        r'<div class="osp" id="osp-\w+" tabindex="0" role="group" aria-label="online softmax, tile by tile">', page
+    )
+    regions = re.findall(r'<div class="osp-scroll" tabindex="0" role="region" aria-label="([^"]+)"><table', page)
+    assert regions == ["scores by tile", "running state", "final row"]
+    assert not re.search(r"<th[^>]*></th>", page)
 
 
 browser = views_browser(height=1200)  # one Chromium for the module's tests
@@ -355,3 +376,26 @@ def test_in_chinese(browser, tmp_path, monkeypatch):
     assert catalog["equal"] in browser.find_element("css selector", ".osp-verdict").text
     _check_step(browser, s, v, b, 3, 3)
     assert_offline_and_clean(browser, page)
+
+
+@pytest.mark.slow
+def test_on_a_phone(browser, tmp_path):
+    """At 390 px the page is no wider than the screen: the tiles, the state (its long sums) and the final
+    row scroll sideways in their own boxes."""
+    s = _row(12, 3)
+    v = torch.randn(12, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * 100
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": False}
+    )
+    try:
+        open_view(browser, tmp_path, plot.online_softmax_player(s, v, block_size=2), "phone")
+        for _ in range(6):
+            browser.find_element("css selector", ".osp-forward").click()
+        sizes = browser.execute_script(
+            "return [document.documentElement.scrollWidth,"
+            " ...[...document.querySelectorAll('.osp-scroll')].map(b => b.scrollWidth > b.clientWidth)];"
+        )
+        assert sizes[0] <= 390, sizes
+        assert sizes[1:3] == [True, True], "the tiles and the state should need their own sideways scrolling here"
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

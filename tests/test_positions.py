@@ -125,7 +125,7 @@ def test_rope_float32_close_to_float64():
 
 
 def test_rope_frequencies_are_base_to_the_minus_2i_over_d():
-    """Position 1 turns pair i by exactly theta_i = base^(-2i/d): read the angle off e_(2i)."""
+    """Position 1 turns pair i by exactly theta_i = base^(-2i/d) = 1 / base^(2i/d): read the angle off e_(2i)."""
     d = 12
     x = torch.zeros(d // 2, 2, d, dtype=torch.float64)  # one row per pair: e_2i at m = 0, 1
     for i in range(d // 2):
@@ -135,6 +135,30 @@ def test_rope_frequencies_are_base_to_the_minus_2i_over_d():
         angles = torch.stack([torch.atan2(out[i, 1, 2 * i + 1], out[i, 1, 2 * i]) for i in range(d // 2)])
         expected = torch.tensor([base ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
         torch.testing.assert_close(angles, expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("base, d_head", [(10000.0, 64), (500000.0, 128), (1000000.0, 128)])
+def test_rope_float32_equals_transformers_to_the_bit_at_40000_positions(base, d_head):
+    """transformers' Llama RoPE (cos/sin from ``1 / base^(2i/d)`` in float32, rotate-half pairs) and
+    apply_rope (interleaved pairs) give the same float32 bits at every position up to 40,000, once
+    the dimensions are permuted from one pair layout to the other (pair i: dims (2i, 2i+1) here,
+    (i, i + d/2) there)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    T = 40_000
+    config = transformers.LlamaConfig(
+        hidden_size=d_head * 2, num_attention_heads=2, head_dim=d_head, max_position_embeddings=T, rope_theta=base
+    )
+    x = torch.randn(1, 2, T, d_head, generator=torch.Generator().manual_seed(40))  # (B, n_heads, T, d_head)
+    position_ids = torch.arange(T)[None]  # (1, T)
+    rotary = LlamaRotaryEmbedding(config)
+    assert rotary.inv_freq[1].item() == pytest.approx(base ** (-2 / d_head), rel=1e-6)  # the base was taken
+    cos, sin = rotary(x, position_ids)  # (1, T, d_head) each
+    halves = torch.cat((torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)))  # interleaved -> rotate-half
+    theirs, _ = apply_rotary_pos_emb(x[..., halves], x[..., halves], cos, sin)
+    ours = apply_rope(x, torch.arange(T), base=base)[..., halves]
+    assert torch.equal(ours, theirs), f"{(ours != theirs).sum().item()} of {ours.numel()} numbers differ"
 
 
 def test_rope_scores_depend_on_m_minus_n_only():

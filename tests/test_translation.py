@@ -8,6 +8,7 @@ that must be translated again.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import subprocess
 import sys
@@ -77,9 +78,64 @@ def test_catalog_is_current(templates, docname):
     )
 
 
+_DOC_LINK = re.compile(r"\{doc\}`([^`<]+?)\s*<([^`>]+)>`")
+
+
+def _heading(docname: str) -> str:
+    """The first heading of a page, as its catalog's msgid: a chapter's first markdown cell, a page's first "# "."""
+    if docname.startswith("notebooks/"):
+        nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+        text = next(c.source for c in nb.cells if c.cell_type == "markdown")
+    else:
+        text = (ROOT / f"{docname}.md").read_text(encoding="utf-8")
+    return re.search(r"(?m)^# (.+)$", text).group(1).strip()
+
+
+def _titled_links(docname: str) -> list[tuple[str, str, str]]:
+    """The {doc} links with a title in a page's catalog: (docname of the target, English title, Chinese title)."""
+    links = []
+    for e in _po(docname):
+        en, zh = _DOC_LINK.findall(e.msgid), _DOC_LINK.findall(e.msgstr)
+        assert [t for _, t in en] == [t for _, t in zh], f"{docname}: the links of {e.msgid[:60]!r} differ"
+        for (en_title, target), (zh_title, _) in zip(en, zh):
+            links.append((posixpath.normpath(posixpath.join(posixpath.dirname(docname), target)), en_title, zh_title))
+    return links
+
+
+def test_introduction_titles_are_the_pages_headings():
+    """Each chapter has one title on every page (review M9): the title of each {doc} link in the
+    introduction, in both languages, is its page's first heading ("N. " before it for a chapter)."""
+    links = _titled_links("book/intro")
+    assert len(links) == len(CHAPTERS), [t for _, t, _ in links]
+    problems = []
+    for target, en_title, zh_title in links:
+        assert target in PAGES, f"the introduction links to {target}, not a page of the book"
+        number = re.match(r"\d+\. ", en_title)
+        prefix = number.group(0) if number else ""
+        heading = _heading(target)
+        if en_title != prefix + heading:
+            problems.append(f"{target}: English title {en_title!r}, page heading {heading!r}")
+        translated = {e.msgid: e.msgstr for e in _po(target)}.get(heading, "")
+        if zh_title != prefix + translated:
+            problems.append(f"{target}: Chinese title {zh_title!r}, page heading {prefix + translated!r}")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_catalog_belongs_to_a_page():
     docnames = {p.relative_to(CATALOGS).with_suffix("").as_posix() for p in CATALOGS.rglob("*.po")}
     assert docnames - {"exercise"} == set(PAGES)  # exercise.po: sphinx-exercise's labels (book/_ext)
+
+
+def test_sphinx_permalink_words_are_translated():
+    """Every "Link to this ..." that Sphinx's HTML writer puts on a heading, a figure, a table ... is
+    in exercise.po (book/_ext/course_html.py puts it before Sphinx's zh_CN catalog, which leaves them empty)."""
+    import sphinx.writers.html5
+
+    words = set(re.findall(r"_\('(Link to this [a-z]+)'\)", Path(sphinx.writers.html5.__file__).read_text("utf-8")))
+    assert {"Link to this heading", "Link to this image"} <= words, words
+    ours = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOGS / "exercise.po"))}
+    missing = sorted(w for w in words if not re.search(r"[\u4e00-\u9fff]", ours.get(w, "")))
+    assert not missing, f"exercise.po lacks the Chinese of Sphinx's {missing}"
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -138,6 +194,9 @@ def test_lint_fullwidth_punctuation_in_chinese_text():
         == []
     )
     assert _typo("which is ({glue:text}`row`)", "即 ({glue:text}`row`)") == []  # a glued vector "2, 8, 0"
+    # an indented line (attnlib's messages) keeps its indentation before a full-width parenthesis
+    assert _typo("  (the full hint comes later)", "  （完整提示稍后给出）") == []
+    assert editions.fullwidth("  (完整提示稍后给出)") == "  （完整提示稍后给出）"
     # fullwidth() fixes what it reports
     assert editions.fullwidth("先是分数,然后是 $X$($n$)相乘") == "先是分数，然后是 $X$（$n$）相乘"
 
@@ -180,12 +239,61 @@ def test_lint_comma_between_digits():
     assert editions.fullwidth("批大小为 4,12 个头") == "批大小为 4，12 个头"
 
 
+def test_lint_reduction_as_a_fraction_not_n_times_less():
+    for bad in ("这比每个查询头各有一个键/值头时少四倍", "而不是 {per}次，少了 {ratio} 倍", "少了 {glue:text}`r` 倍"):
+        assert any("multiple" in p for p in _typo("four times less, {per}, {ratio}, {glue:text}`r`", bad)), bad
+    for good in (
+        "只有每个查询头各配一个键/值头时的四分之一",
+        "只有后者的 1/{ratio}",
+        "多少 MiB？序列长度翻倍",
+        "4 的整数倍",
+    ):
+        assert _typo("a quarter, {ratio}", good) == [], good
+
+
 def test_lint_italics_on_chinese_characters():
     assert any("italics" in p for p in _typo("it is *masked* self-attention", "它是*带掩码的*自注意力"))
     assert _typo("it is *masked* self-attention", "它是**带掩码的**自注意力") == []
     assert _typo("it is *masked* self-attention", "它是「带掩码的」自注意力") == []
     assert _typo("the pronoun *it*", "代词 *it*") == []  # italics on Latin letters
     assert _typo("$a * b$ and `x*y`", "$a * b$ 与 `x*y`") == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "torch.arange(T)[:, None]",
+        "w.reshape(n_heads, d_head // 2, 2, *w.shape[1:])",
+        "(B, T, n_heads * d_head)",
+        "document_ids[:, :, None] == document_ids[:, None, :]",
+        "(n_heads, 2, d_head // 2, ...)",
+        "-inf - (-inf)",
+    ],
+)
+def test_lint_accepts_code_in_a_checkers_plain_text_hint(code):
+    """attnlib.po's hints are plain text (no backticks): the Python in them keeps its half-width marks,
+    while a half-width comma in the Chinese around it is still an error (review Y4)."""
+    hint = f"with {code} of shape (B, T, T), combine the comparisons with & and |"  # as attnlib/check writes it
+    assert _typo(hint, f"令 {code}，形状为 (B, T, T)，再用 & 和 | 组合这些比较") == []
+    assert any("half-width" in p for p in _typo(hint, f"令 {code}，形状为 (B, T, T),再用 & 和 | 组合这些比较"))
+    assert any("half-width" in p for p in _typo(hint, f"令 {code},再用 & 和 | 组合这些比较"))
+    # the same code in Chinese text is an error where the English is a Markdown page, which puts code in `...`
+    page = f"with `x` of shape {code}, combine"
+    assert any("half-width" in p for p in _typo(page, f"令 `x` 的形状为 {code}，再组合"))
+    terms, never = editions.terminology()
+    assert not [
+        p for p in editions.lint_message(page, f"令 `x` 为 {code}，再组合", terms, never, code=True) if "half" in p
+    ]
+
+
+def test_lint_code_spans_are_python_only():
+    from catalog_lint import python_spans
+
+    text = "令 i = torch.arange(T)[:, None]，softmax(分数,权重) 与 (B, T, n_heads * d_head)，而 (a, 这)"
+    assert [text[a:b] for a, b in python_spans(text)] == ["torch.arange(T)[:, None]", "(B, T, n_heads * d_head)"]
+    assert editions.fullwidth("令 i = torch.arange(T)[:, None],再比较", code=True) == (
+        "令 i = torch.arange(T)[:, None]，再比较"
+    )
 
 
 def test_lint_terms_also_where_the_english_quotes_chinese():
@@ -209,6 +317,29 @@ def test_lint_terms_also_where_the_english_quotes_chinese():
         ("its default block size", "默认的分块尺寸", "默认的块大小"),
         ("tile size", "tile 的分块大小", "tile 的块大小"),
         ("One GPT-2 block", "GPT-2 的一个块", "GPT-2 的一个 Transformer 块"),
+        (
+            "From GPT-2's block to Llama 3's and Qwen3's",
+            "从 GPT-2 的块到 Llama 3 和 Qwen3 的块",
+            "Transformer 块：从 GPT-2 到 Llama 3 和 Qwen3",
+        ),
+        ("Llama 3's and Qwen3's blocks", "Llama 3 和 Qwen3 的块", "Llama 3 和 Qwen3 的 Transformer 块"),
+        ("the attention sink", "注意力汇聚", "注意力汇聚点（attention sink）"),
+        ("a rolling KV cache", "滚动的 KV 缓存", "滚动 KV 缓存"),
+        ("a fused kernel", "融合的计算核", "融合的内核"),
+        ("windowed and full layers", "带窗口的层与完整的层", "滑动窗口层与全注意力层"),
+        ("Gemma's local and global layers", "Gemma 的窗口层与完整层", "Gemma 的局部层与全局层"),
+        ("the band mask", "带子掩码", "带状掩码"),
+        ("the cache evicts a token", "缓存删掉一个 token", "缓存逐出一个 token"),
+        ("read in chunks of 12 tokens", "分成 12 个 token 的块读入", "分成 12 个 token 的输入片段读入"),
+        ("four heatmaps", "四张热图", "四张热力图"),
+        ("the perplexity", "困惑程度", "困惑度"),
+        ("interleaved pairs or rotate-half pairs", "交错对或 rotate-half 对", "交错配对或 rotate-half 配对"),
+        ("today's open models", "当今开放模型", "当今开放权重模型"),
+        ("the latent space", "潜向量空间", "潜空间"),
+        ("the latent query", "潜向量查询", "潜空间查询"),
+        ("the logits", "对数几率", "logits"),
+        ("a pre-norm block", "前置归一化的 Transformer 块", "pre-norm Transformer 块"),
+        ("one latent per token", "每个词元一个潜向量", "每个 token 一个潜向量"),
         ("a `tril` buffer", "一个 `tril` buffer", "一个 `tril` 缓冲区"),
         ("as many patches", "同样多的 patch", "同样多的图像块"),
         ("a prompt of 100 tokens", "100 个 token 的 prompt", "100 个 token 的提示词"),
@@ -334,6 +465,64 @@ def test_release_in_chinese(tmp_path):
 # ------------------------------------------------------------------ the built Chinese edition
 
 
+def _executed_notebook(*outputs, code="attnlib.plot.show_matrix(w)") -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code, execution_count=1, outputs=list(outputs))]
+    return nb
+
+
+GLYPH_WARNING = nbformat.v4.new_output(
+    "stream",
+    name="stderr",
+    text="/tmp/ipykernel_1/1.py:3: UserWarning: Glyph 26597 (\\N{CJK UNIFIED IDEOGRAPH-67E5}) missing from "
+    "font(s) DejaVu Sans.\n  fig.canvas.draw()\n",
+)
+
+
+def test_missing_chinese_glyphs_are_found_in_executed_outputs():
+    """The scan behind check_zh_figures: matplotlib's and attnlib's warnings name their page; a figure
+    drawn in a Chinese font (no warning) does not."""
+    png = nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})
+    attnlib_warning = nbformat.v4.new_output(
+        "stream", name="stderr", text="UserWarning: ATTNLIB_LANG=zh_CN：matplotlib 找不到含中文字符的字体\n"
+    )
+    executed = [
+        ("notebooks/04_masking", _executed_notebook(GLYPH_WARNING, png)),
+        ("notebooks/05_softmax_values", _executed_notebook(png)),
+        ("book/intro", _executed_notebook(attnlib_warning)),
+        ("notebooks/06_multihead", _executed_notebook(nbformat.v4.new_output("stream", name="stdout", text="Glyph"))),
+    ]
+    found = editions.missing_glyphs(executed)
+    assert sorted(found) == ["book/intro", "notebooks/04_masking"]
+    assert "missing from font(s) DejaVu Sans" in found["notebooks/04_masking"]
+    assert editions.missing_glyphs([("notebooks/05_softmax_values", _executed_notebook(png))]) == {}
+
+
+def test_chinese_build_fails_on_figures_without_chinese_glyphs(tmp_path):
+    """check_zh_figures reads the executed notebooks from a jupyter cache (as the Chinese build leaves
+    it) and stops the build with the pages and the fix; a cache without the warnings passes."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache_dir = tmp_path / "cache"
+    cache = get_cache(str(cache_dir))
+    for name, outputs in (("bad", [GLYPH_WARNING]), ("good", [])):
+        path = tmp_path / f"{name}.ipynb"
+        code = f"show_matrix({name!r})"
+        nbformat.write(_executed_notebook(code=code), path)  # the source, code only
+        cache.add_nb_to_project(str(path))
+        bundle = CacheBundleIn(_executed_notebook(*outputs, code=code), str(path))
+        cache.cache_notebook_bundle(bundle, check_validity=False)
+    (cache_dir / "attnlib.sha256").write_text("x")
+    with pytest.raises(SystemExit) as failure:
+        editions.check_zh_figures(cache_dir)
+    message = str(failure.value)
+    assert str(tmp_path / "bad") in message and str(tmp_path / "good") not in message
+    assert "fonts-wqy-zenhei" in message and "MPLCONFIGDIR" in message and "matplotlib" in message
+    assert not (cache_dir / "attnlib.sha256").exists()  # the next build executes the Chinese pages again
+    editions.check_zh_figures(tmp_path / "no-cache")  # nothing executed yet: nothing to say
+
+
 @pytest.mark.slow
 def test_chinese_edition_is_built_and_linked(book_build):
     assert book_build.returncode == 0, (book_build.stdout + book_build.stderr)[-6000:]
@@ -355,5 +544,13 @@ def test_chinese_edition_is_built_and_linked(book_build):
         assert (en.parent / to_zh).resolve() == zh.resolve()
         assert "解答" in zh_html and ">Solution<" not in zh_html, f"{chapter.stem}: solution label not in Chinese"
         # bold and emphasis that Markdown did not parse would show their asterisks
-        text = re.sub(r"<(script|style|pre)\b.*?</\1>|<[^>]+>", "", zh_html, flags=re.S)
+        text = re.sub(r"<(script|style|pre|code)\b.*?</\1>|<[^>]+>", "", zh_html, flags=re.S)
         assert "**" not in text, f"{chapter.stem}: literal ** in the Chinese page"
+
+
+def test_the_lint_rejects_a_footnote_reference():
+    """A MyST footnote reference does not survive Sphinx's translation of its message (the Chinese build
+    fails with "inconsistent footnote references"): the lint says so before a build does."""
+    problems = editions.lint_message("A common bug[^trim]. Then more.", "一个常见的错误[^trim]。然后。")
+    assert any("footnote" in p for p in problems)
+    assert not any("footnote" in p for p in editions.lint_message("`x[^2]` squared", "`x[^2]` 的平方"))

@@ -185,7 +185,7 @@ def test_windowed_generation_with_rolling_caches_equals_recomputing(name, prompt
 def test_windowed_model_logits_in_chunks_and_cache_memory_bounded():
     """GPT.forward through the caches GPT.generate makes, in chunks of 1 to 7 tokens: the same logits
     as the whole sequence; each sliding layer's KVCache.nbytes never passes its window, while a full
-    layer's grows with the tokens (kv_cache_bytes gives both)."""
+    layer's grows with the tokens (kv_cache_bytes gives both, tested below)."""
     config = _config(**WINDOWED["mixed-learned"])
     model = _randomized(GPT(config), seed=3)
     ids = torch.randint(0, 23, (1, 30), generator=torch.Generator().manual_seed(2))
@@ -201,6 +201,39 @@ def test_windowed_model_logits_in_chunks_and_cache_memory_bounded():
         full_layers = [c for c, w in zip(caches, map(config.layer_window, range(3))) if w is None]
         assert all(c.nbytes == start * per_token for c in full_layers)
     assert torch.allclose(torch.cat(logits, dim=1), full, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_kv_cache_bytes_is_what_the_rolling_caches_hold_between_steps(name, dtype):
+    """One definition of a sliding layer's cache: after T tokens, KVCache(window=w) holds min(T, w - 1)
+    of them until the next step, and kv_cache_bytes counts exactly that (a full layer: T). Measured on
+    the caches GPT.generate gives, fed in chunks shorter and longer than the windows."""
+    config = _config(**WINDOWED[name])
+    model = _randomized(GPT(config), seed=4).to(dtype)
+    ids = torch.randint(0, 23, (2, 30), generator=torch.Generator().manual_seed(5))
+    caches, start = model._caches(30, None, 0), 0
+    with torch.no_grad():
+        for n in (1, 2, 7, 1, 1, 6, 12):
+            model(ids[:, start : start + n], kv_cache=caches)
+            start += n
+            measured = sum(c.nbytes for c in caches)
+            assert measured == attnlib.kv_cache_bytes(config, T=start, B=2, dtype=dtype), (name, start)
+    # the count is not the window's min(T, w), which would say more than the caches hold
+    windows = [config.layer_window(i) for i in range(config.n_layers)]
+    per_token = 2 * 2 * 2 * 4 * dtype.itemsize  # k and v, B = 2, 2 kv heads, d_head 4
+    assert measured == per_token * sum(30 if w is None else w - 1 for w in windows)
+
+
+@pytest.mark.parametrize("window, sinks", [(3, 2), (5, 1), (1, 3)])
+def test_a_streaming_cache_holds_its_sinks_and_window_minus_one(window, sinks):
+    """kv_cache_bytes does not count StreamingLLM's sinks (an option of the cache, not of the config):
+    KVCache(window=w, sinks=s) holds min(T, s + w - 1) tokens between steps, as its docstring says."""
+    cache = KVCache(window=window, sinks=sinks)
+    for T in range(1, 12):
+        cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+        assert len(cache) == min(T, sinks + window - 1), (T, len(cache))
+        assert cache.nbytes == 2 * 2 * len(cache) * 4 * 4  # k and v, 2 heads, d_head 4, float32
 
 
 def test_streaming_cache_generates_past_the_context_in_bounded_memory():

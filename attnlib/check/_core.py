@@ -24,6 +24,21 @@ import torch
 from ..i18n import language, tr, tr_case
 
 Cases = list[tuple[str, tuple]]
+# What a wrong answer got wrong, where it can be told from the answer: (message, applies), where
+# applies(got, expected, *args) is True for an answer that made that mistake on that case
+Diagnosis = tuple[str, Callable[..., bool]]
+_failed: dict[str, int] = {}  # failed checks per function in this process: the full hint comes second
+
+
+def _diagnose(diagnoses: tuple[Diagnosis, ...], got: Any, expected: Any, args: tuple) -> str | None:
+    """The message of the first diagnosis that applies to this wrong answer (None if none does)."""
+    for message, applies in diagnoses:
+        try:
+            if applies(got, expected, *args):
+                return message
+        except Exception:  # a diagnosis that cannot read this answer does not apply to it
+            continue
+    return None
 
 
 def _show(x: Any) -> str:
@@ -112,11 +127,17 @@ def compare(
     atol: float = 1e-5,
     rtol: float = 1e-5,
     check: Check | None = None,
+    diagnoses: tuple[Diagnosis, ...] = (),
+    hold_hint: bool = True,
 ) -> int:
     """Run ``fn`` and ``reference`` on every case; raise a helpful AssertionError on the first
     difference. Return the number of cases. With ``check``, ``fn`` runs under
     ``forbidding(check)``: a call of the answer fails the check. The messages, and ``hint``,
-    are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``), the case's label too (``tr_case``)."""
+    are in the language of ``ATTNLIB_LANG`` (``attnlib.i18n``), the case's label too (``tr_case``).
+
+    Where one of ``diagnoses`` applies to the wrong answer, the message says what it got wrong;
+    the hint (the whole method) is then kept for the next failed check of the same function in
+    this process (with ``hold_hint=False``, as the grader reports, it follows at once)."""
     if not callable(fn):
         raise AssertionError(
             tr(
@@ -156,9 +177,16 @@ def compare(
         why = _mismatch(expected, got, atol, rtol)
         if why:
             first, _, rest = why.partition("\n")
+            _failed[name] = _failed.get(name, 0) + 1
+            diagnosis = _diagnose(diagnoses, got, expected, args)
+            advice = hint
+            if diagnosis is not None:
+                said = tr("  diagnosis: {diagnosis}").format(diagnosis=tr(diagnosis))
+                later = tr("  (the full hint comes with the next failed check)")
+                advice = f"{said}\n{later if hold_hint and _failed[name] == 1 else hint}"
             raise AssertionError(
                 tr("{name}: {problem}").format(name=name, problem=first)
-                + f"\n{where}{rest + chr(10) if rest else ''}{hint}"
+                + f"\n{where}{rest + chr(10) if rest else ''}{advice}"
             )
     return len(cases)
 
@@ -179,9 +207,12 @@ class Check:
     forbids: tuple[str, ...] = ()  # attnlib names the exercise asks the learner to write, e.g. ("causal_mask",)
     allows: tuple[str, ...] = ()  # attnlib names the exercise lets the learner use, though another
     #                                 exercise's reference (e.g. ("one_hot",))
+    diagnoses: tuple[Diagnosis, ...] = ()  # mistakes told from the answer, shown before the hint
 
     def __call__(self, fn: Callable) -> None:
-        n = compare(self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, check=self)
+        n = compare(
+            self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, self, self.diagnoses
+        )
         print(
             tr("check.{function}: all {n} cases passed ({covers}).").format(
                 function=self.function, n=n, covers=tr(self.covers)

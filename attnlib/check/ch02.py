@@ -58,5 +58,19 @@ scores = _register(
         "reverses every axis of a batch); row i is query i; no 1/sqrt(d_k) in this exercise",
         covers="the worked example, T = 1, d_k = 1, d_k > d_model, batch axes, large values",
         forbids=("qk_scores", "attention_weights"),
+        diagnoses=(
+            (
+                "your result is the transpose of S: row i must hold query i's scores, Q @ K^T, not K @ Q^T",
+                lambda got, s, x, w_q, w_k: (
+                    not torch.allclose(s, s.mT, atol=1e-4) and torch.allclose(got, s.mT, atol=1e-4, rtol=1e-4)
+                ),
+            ),
+            (
+                "your scores are divided by sqrt(d_k): this exercise asks for the raw Q K^T (chapter 3 scales it)",
+                lambda got, s, x, w_q, w_k: (
+                    w_q.shape[-1] > 1 and torch.allclose(got, s / w_q.shape[-1] ** 0.5, atol=1e-4, rtol=1e-4)
+                ),
+            ),
+        ),
     )
 )

@@ -60,6 +60,16 @@ scaled_scores = _register(
         "divide by a Python float (math.sqrt) and do not cast, so the result keeps the inputs' dtype",
         covers="d_k = 1, T_q != T_k, T = 1, batch and head axes, large values, float64 kept as float64",
         forbids=("attention_weights",),
+        diagnoses=(
+            (
+                "your scores are divided by d_k; the scale is 1/sqrt(d_k)",
+                lambda got, s, q, k: q.shape[-1] > 1 and torch.allclose(got, s / math.sqrt(q.shape[-1]), rtol=1e-4),
+            ),
+            (
+                "your scores are not scaled: divide q @ k^T by sqrt(d_k)",
+                lambda got, s, q, k: q.shape[-1] > 1 and torch.allclose(got, s * math.sqrt(q.shape[-1]), rtol=1e-4),
+            ),
+        ),
     )
 )
 

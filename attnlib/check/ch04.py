@@ -94,5 +94,28 @@ combine_masks = _register(
         "of shape (B, 1, T, T), True = may attend (not nn.MultiheadAttention's True = blocked)",
         covers="T = 1, a sequence of length 0, no padding",
         forbids=("causal_mask", "padding_mask"),
+        diagnoses=(
+            (
+                "your mask is inverted: True must mean 'may attend', as in F.scaled_dot_product_attention, "
+                "not 'blocked' as in nn.MultiheadAttention",
+                lambda got, mask, lengths, T: torch.equal(got, ~mask),
+            ),
+            (
+                "your mask is the causal mask alone: the padded keys (j >= lengths[b]) must be blocked too",
+                lambda got, mask, lengths, T: torch.equal(got.expand_as(mask), _causal_only(lengths, T)),
+            ),
+            (
+                "your mask hides the padding but not the future: add the causal condition j <= i",
+                lambda got, mask, lengths, T: torch.equal(got.expand_as(mask), _padding_only(lengths, T)),
+            ),
+        ),
     )
 )
+
+
+def _causal_only(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    return causal_mask(T).expand(len(lengths), 1, T, T)  # (B, 1, T, T)
+
+
+def _padding_only(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    return padding_mask(lengths, T).expand(len(lengths), 1, T, T)  # (B, 1, 1, T) -> (B, 1, T, T)

@@ -48,6 +48,17 @@ stable_softmax = _register(
         "all -inf its maximum is -inf: subtract 0 there and divide by 1 instead of the sum 0",
         covers="scores of 1000 and 1e4, -inf entries, all -inf rows, a size-1 axis, batches",
         forbids=("online_softmax", "attention_weights", "attention"),
+        diagnoses=(
+            (
+                "a row whose scores are all -inf gives NaN in your answer; it must give zeros (its maximum is "
+                "-inf, and -inf - (-inf) is NaN)",
+                lambda got, w, x: bool((torch.isnan(got) & (x == float("-inf")).all(-1, keepdim=True)).any()),
+            ),
+            (
+                "exp overflowed to inf (NaN after the division): subtract each row's maximum before exp",
+                lambda got, w, x: bool(torch.isnan(got).any()) and bool((x > 88).any()),
+            ),
+        ),
     )
 )
 

@@ -69,5 +69,33 @@ rope = _register(
         covers="d_head = 2, positions all 0, offsets after a cache, unordered and float positions, "
         "(B, n_heads, T, d_head), d_head = 64, float64, random shapes",
         forbids=("apply_rope",),
+        diagnoses=(
+            (
+                "your pairs are the two halves (i, i + d_head/2), the 'rotate half' layout; this exercise pairs "
+                "neighbours (2i, 2i+1)",
+                lambda got, want, x, positions: torch.allclose(
+                    got[..., _neighbours(x)], apply_rope(x[..., _neighbours(x)], positions), atol=1e-4
+                ),
+            ),
+            (
+                "your rows turn the other way: new even = even cos - odd sin, new odd = even sin + odd cos",
+                lambda got, want, x, positions: torch.allclose(got, apply_rope(x, -positions), atol=1e-4),
+            ),
+            (
+                "your rows are turned by 0, 1, 2, ... whatever the positions say: row t turns by positions[t]",
+                lambda got, want, x, positions: torch.allclose(got, apply_rope(x), atol=1e-4),
+            ),
+            (
+                "your rotated pairs are concatenated (all evens, then all odds): put each pair back in place, "
+                "interleaved",
+                lambda got, want, x, positions: torch.allclose(got, torch.cat((want[..., 0::2], want[..., 1::2]), -1)),
+            ),
+        ),
     )
 )
+
+
+def _neighbours(x: torch.Tensor) -> torch.Tensor:
+    """The order that puts dimensions i and i + d_head/2 side by side: 0, d/2, 1, d/2 + 1, ..."""
+    half = x.shape[-1] // 2
+    return torch.stack((torch.arange(half), torch.arange(half) + half), dim=-1).flatten()  # (d_head,)

@@ -54,6 +54,24 @@ def _interleaved_to_rotate_half(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
+def _rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The inverse permutation (rotate half -> interleaved): row ``i`` of a head goes to row ``2i`` and row
+    ``d_head / 2 + i`` to row ``2i + 1``; the same as :func:`_interleaved_to_rotate_half` for ``d_head <= 4``."""
+    d_head = w.shape[0] // n_heads
+    # (n_heads * d_head, ...) -> (n_heads, 2, d_head/2, ...) -> (n_heads, d_head/2, 2, ...) -> (n_heads * d_head, ...)
+    return w.reshape(n_heads, 2, d_head // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
+def _same(got, expected: torch.Tensor, atol: float = 0.0) -> bool:
+    """Whether a wrong answer equals what a given mistake gives: a tensor of the same shape and values."""
+    return (
+        isinstance(got, torch.Tensor)
+        and got.shape == expected.shape
+        and got.is_floating_point() == expected.is_floating_point()
+        and bool(torch.allclose(got.detach().cpu().to(expected.dtype), expected, atol=atol, rtol=atol))
+    )
+
+
 interleaved_to_rotate_half = _register(
     Check(
         exercise="ch14-rotate-half",
@@ -69,6 +87,28 @@ interleaved_to_rotate_half = _register(
         "a vector (a bias, a gain) is permuted the same way; keep w's dtype",
         covers="rows numbered, d_head = 2, a bias, a QK-norm gain, grouped-query heads, one head, Llama 3 8B's "
         "head size, float64, random shapes",
+        diagnoses=(
+            (
+                "your rows have not moved: within each head, row 2i goes to row i and row 2i + 1 to row d_head/2 + i",
+                lambda got, e, w, n_heads: _same(got, w),
+            ),
+            (
+                "you applied the inverse permutation (rotate half -> interleaved: row i to row 2i), which is the "
+                "same only for d_head <= 4: reshape to (n_heads, d_head // 2, 2, ...), not (n_heads, 2, d_head // 2, "
+                "...), before swapping axes 1 and 2",
+                lambda got, e, w, n_heads: _same(got, _rotate_half_to_interleaved(w, n_heads)),
+            ),
+            (
+                "you permuted all the rows as one head: the permutation works within each head of d_head = "
+                "w.shape[0] // n_heads rows",
+                lambda got, e, w, n_heads: _same(got, _interleaved_to_rotate_half(w, 1)),
+            ),
+            (
+                "your rows are right but the dtype changed: reshape and transpose keep w's dtype, so do not convert "
+                "it (no .float())",
+                lambda got, e, w, n_heads: got.dtype != e.dtype and _same(got, e, atol=1e-6),
+            ),
+        ),
     )
 )
 
@@ -121,6 +161,16 @@ def _largest_score(g_q: torch.Tensor, g_k: torch.Tensor) -> float:
     return math.sqrt(g_q.shape[-1]) * (g_q.double() * g_k.double()).abs().max().item()
 
 
+def _is(got, value: float) -> bool:
+    """Whether a wrong answer (a number or a one-element tensor) is ``value``, to float rounding."""
+    got = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    return isinstance(got, (int, float)) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7)
+
+
+def _products(g_q: torch.Tensor, g_k: torch.Tensor) -> torch.Tensor:
+    return g_q.double() * g_k.double()  # (d_head,): g_q[i] g_k[i]
+
+
 largest_score = _register(
     Check(
         exercise="ch14-qk-norm-bound",
@@ -136,6 +186,37 @@ largest_score = _register(
         "g_k[i]|: the largest product, with its sign removed, not max|g_q| times max|g_k|; return a Python float",
         covers="gains 1 at d_head = 4 and 128, constant gains, the largest product away from the largest gain, "
         "negative gains, float64, random gains",
+        diagnoses=(
+            (
+                "you multiplied max|g_q| by max|g_k|: the two largest gains may sit on different axes, and a score "
+                "puts its length on one axis i: take the largest |g_q[i] g_k[i]|",
+                lambda got, e, g_q, g_k: _is(
+                    got, math.sqrt(g_q.shape[-1]) * g_q.double().abs().max().item() * g_k.double().abs().max().item()
+                ),
+            ),
+            (
+                "you kept the sign of the products: a negative g_q[i] g_k[i] gives as large a score, with q and k "
+                "pointing opposite ways; take .abs() before .max()",
+                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).max().item()),
+            ),
+            (
+                "you left out the score's 1 / sqrt(d_head): d_head * max|g_q[i] g_k[i]| / sqrt(d_head) = "
+                "sqrt(d_head) * max|g_q[i] g_k[i]|",
+                lambda got, e, g_q, g_k: _is(got, g_q.shape[-1] * _products(g_q, g_k).abs().max().item()),
+            ),
+            (
+                "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1 (and so has the key's): the "
+                "score reaches d_head max|g_q[i] g_k[i]| / sqrt(d_head)",
+                lambda got, e, g_q, g_k: any(
+                    _is(got, _products(g_q, g_k).abs().max().item() / f) for f in (1.0, math.sqrt(g_q.shape[-1]))
+                ),
+            ),
+            (
+                "you averaged the products over the axes: the largest score puts all of both lengths on the one "
+                "best axis, so take the max, not the mean",
+                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).abs().mean().item()),
+            ),
+        ),
     )
 )
 
@@ -167,6 +248,16 @@ def _qwen3_cases() -> Cases:
         case("multi-query: 6 query heads share 1 key/value head", 1, 7, 24, 6, 1, 8),
         case("one token (T = 1): it attends to itself only", 3, 1, 16, 2, 1, 8),
         case("W_Q and W_K 30 times larger: QK-norm keeps the scores where they were", 2, 8, 32, 4, 2, 16, grow=30.0),
+        case(
+            "W_Q and W_K 1000 times smaller: the mean square of q and k is near eps = 1e-6, which then counts",
+            2,
+            6,
+            32,
+            4,
+            2,
+            16,
+            grow=1e-3,
+        ),
         case("a long head: d_head = 64, T = 12, 2 query heads, 1 key/value head", 1, 12, 16, 2, 1, 64),
         case("float64 inputs: the result must stay float64", 2, 5, 16, 4, 2, 8, dtype=torch.float64),
     ]
@@ -207,6 +298,65 @@ def _qwen3_attention(x, w_q, w_k, w_v, w_o, g_q, g_k) -> torch.Tensor:
     return y.transpose(1, 2).flatten(-2) @ w_o  # (B, T, n_heads * d_head) @ (n_heads * d_head, d_model)
 
 
+def _qwen3_mistake(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake) -> torch.Tensor:
+    """The reference with one of the classic mistakes switched on, to tell a wrong answer what it got
+    wrong: ``order="rope_norm"`` (RoPE before QK-norm), ``pairs="rotate_half"``, ``base``,
+    ``share="tile"`` (``repeat`` instead of ``repeat_interleave``), ``scale="d_model"``
+    (``1/√(d_model / n_heads)``), ``per_head=False`` (one RMS over all heads, OLMo 2's QK-norm),
+    ``gains=False``, ``eps``, ``causal=False``, ``rope_values=True``. Explicit softmax, float64 inside."""
+    opt = dict(order="norm_rope", pairs="interleaved", base=ROPE_BASE, share="interleave", scale="d_head")
+    opt.update(per_head=True, gains=True, eps=EPS, causal=True, rope_values=False)
+    opt.update(mistake)
+    dtype = x.dtype
+    x, w_q, w_k, w_v, w_o, g_q, g_k = (t.double() for t in (x, w_q, w_k, w_v, w_o, g_q, g_k))
+    B, T, d_model = x.shape
+    d_head = g_q.shape[0]
+    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
+
+    def heads(y, n):  # (B, T, n * d_head) -> (B, n, T, d_head)
+        return y.reshape(B, T, n, d_head).transpose(1, 2)
+
+    def norm(y, gain):  # over each head's d_head, or over the whole projection (B, T, n * d_head)
+        if opt["per_head"]:
+            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + opt["eps"])
+        else:
+            flat = y.transpose(1, 2).flatten(-2)  # (B, n, T, d_head) -> (B, T, n * d_head)
+            flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + opt["eps"])
+            y = flat.unflatten(-1, (-1, d_head)).transpose(1, 2)  # back to (B, n, T, d_head)
+        return y * gain if opt["gains"] else y
+
+    def rope(y):
+        if opt["pairs"] == "interleaved":
+            return apply_rope(y, base=opt["base"])
+        half = d_head // 2  # rotate half: dimension i pairs with i + d_head/2
+        theta = 1.0 / opt["base"] ** (torch.arange(0, d_head, 2, dtype=y.dtype) / d_head)  # (d_head/2,)
+        angles = torch.cat([torch.arange(T, dtype=y.dtype)[:, None] * theta] * 2, -1)  # (T, d_head)
+        return y * angles.cos() + torch.cat([-y[..., half:], y[..., :half]], -1) * angles.sin()
+
+    q, k, v = heads(x @ w_q, n_heads), heads(x @ w_k, n_kv), heads(x @ w_v, n_kv)
+    if opt["order"] == "norm_rope":
+        q, k = rope(norm(q, g_q)), rope(norm(k, g_k))
+    else:
+        q, k = norm(rope(q), g_q), norm(rope(k), g_k)
+    if opt["rope_values"]:
+        v = rope(v)
+    if opt["share"] == "interleave":
+        k, v = (t.repeat_interleave(n_heads // n_kv, dim=1) for t in (k, v))  # (B, n_heads, T, d_head)
+    else:
+        k, v = (t.repeat(1, n_heads // n_kv, 1, 1) for t in (k, v))  # head h uses h % n_kv
+    width = d_head if opt["scale"] == "d_head" else d_model // n_heads
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, n_heads, T, T)
+    if opt["causal"]:
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    y = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, n_heads * d_head)  # (B, T, n_heads * d_head)
+    return (y @ w_o).to(dtype)  # (B, T, d_model)
+
+
+def _made(**mistake):
+    """A diagnosis's test: the wrong answer equals the reference with this mistake."""
+    return lambda got, e, *args: _same(got, _qwen3_mistake(*args, **mistake), atol=1e-4)
+
+
 qwen3_attention = _register(
     Check(
         exercise="ch14-qwen3-attention",
@@ -223,7 +373,41 @@ qwen3_attention = _register(
         "dim=1); scores scaled by 1/sqrt(d_head), causal mask, softmax over the keys, @ v; merge the heads back "
         "to (B, T, n_heads * d_head) and @ w_o; keep x's dtype",
         covers="d_head independent of d_model / n_heads, plain multi-head, multi-query, T = 1, grown W_Q and W_K, "
-        "d_head = 64, float64, random shapes",
+        "shrunk W_Q and W_K (eps counts), d_head = 64, float64, random shapes",
         forbids=("MultiHeadAttention", "TransformerBlock", "GPT"),
+        diagnoses=(
+            (
+                "you applied RoPE before QK-norm: normalise each head's q and k (with the gains) first, then rotate",
+                _made(order="rope_norm"),
+            ),
+            (
+                "you paired dimension i with i + d_head/2 (rotate half, Hugging Face's layout): this exercise uses "
+                "interleaved pairs (2i, 2i+1), as attnlib.apply_rope does",
+                _made(pairs="rotate_half"),
+            ),
+            ("your RoPE base is 10,000: Qwen3's is 1,000,000", _made(base=10000.0)),
+            (
+                "you shared the key/value heads with repeat (tiled: query head h used key/value head h % n_kv_heads): "
+                "a group of neighbouring query heads shares one key/value head, repeat_interleave(n_heads // "
+                "n_kv_heads, dim=1)",
+                _made(share="tile"),
+            ),
+            (
+                "you scaled the scores by 1/sqrt(d_model / n_heads): here the head width is d_head = g_q.shape[0]",
+                _made(scale="d_model"),
+            ),
+            (
+                "you normalised the whole projection at once (as OLMo 2 does): Qwen3's QK-norm is an RMSNorm over "
+                "each head's d_head",
+                _made(per_head=False),
+            ),
+            ("your QK-norm has no gains: multiply by g_q and g_k after dividing by the RMS", _made(gains=False)),
+            (
+                "your RMSNorm's eps is not Qwen3's 1e-6: it counts where the mean square of q or k is near eps",
+                lambda got, e, *args: any(_same(got, _qwen3_mistake(*args, eps=eps), atol=1e-4) for eps in (0.0, 1e-5)),
+            ),
+            ("you rotated the values too: RoPE is for q and k only", _made(rope_values=True)),
+            ("your queries see later tokens: mask the scores with the causal mask", _made(causal=False)),
+        ),
     )
 )

@@ -55,8 +55,58 @@ streaming_mask = _register(
         covers="the band without sinks, window 1, window = T and larger, sinks + window = T, more sinks than tokens, "
         "T = 1, random sizes",
         forbids=("sliding_window_mask", "sliding_window_mod", "mask_from_mod"),
+        diagnoses=(
+            (
+                "your mask lets a query see sinks that come after it: a sink j < sinks is seen only when j <= i too",
+                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w, 0) | (torch.arange(T)[None, :] < s)),
+            ),
+            (
+                "your window holds window + 1 keys (i - j <= window): the window counts the query itself, "
+                "i - j < window",
+                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w + 1, s)),
+            ),
+            (
+                "your window holds window - 1 keys: it counts the query itself, i - window + 1 .. i, so i - j < window",
+                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w - 1, s)),
+            ),
+            (
+                "you keep sinks + 1 first tokens (j <= sinks): the sinks are j < sinks",
+                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w, s + 1)),
+            ),
+            (
+                "your mask has no sinks: the first sinks tokens stay visible however far back (j < sinks)",
+                lambda got, m, T, w, s: s > 0 and _same(got, _streaming_mask(T, w, 0)),
+            ),
+            (
+                "your mask is transposed: rows are queries i, columns keys j",
+                lambda got, m, T, w, s: _same(got, m.T),
+            ),
+        ),
     )
 )
+
+
+def _same(got, expected) -> bool:
+    """Whether a wrong answer equals what a given mistake gives (same shape, same values)."""
+    return (
+        isinstance(got, torch.Tensor)
+        and got.dtype == expected.dtype
+        and got.shape == expected.shape
+        and bool((got == expected).all())
+    )
+
+
+def _wider(got, expected, widest) -> bool:
+    """Whether a wrong answer holds every entry of ``expected`` and more, all of them within ``widest`` (the
+    same mask without its window): a window too wide, or none at all."""
+    return (
+        isinstance(got, torch.Tensor)
+        and got.dtype == expected.dtype
+        and got.shape == expected.shape
+        and not bool((got & ~widest).any())  # nothing outside the same document's causal triangle
+        and not bool((expected & ~got).any())  # everything the window allows
+        and not torch.equal(got, expected)
+    )
 
 
 # ------------------------------------------------------------------ ch15-sink-softmax
@@ -94,6 +144,10 @@ def _sink_cases() -> Cases:
             (1000 + randn(1, 2, 3, 4), torch.tensor([999.0, 1001.0])),
         ),
         ("a sink near 1000, scores near 0", (randn(1, 2, 3, 4), torch.tensor([1000.0, -1000.0]))),
+        (
+            "float16, scores 0 and a sink of 12: each key gets about 6.1e-6, not 0 (exp(12) overflows float16)",
+            (torch.zeros(1, 1, 2, 3, dtype=torch.float16), torch.tensor([12.0])),
+        ),
         ("one key (T_k = 1)", (randn(2, 3, 4, 1), randn(3))),
         ("new queries after cached keys: T_q = 2, T_k = 6, causal", (causal(randn(1, 2, 2, 6)), randn(2))),
         (
@@ -111,6 +165,12 @@ def _sink_cases() -> Cases:
             )
         )
     return cases
+
+
+def _sums_to_one(weights: torch.Tensor) -> bool:
+    """Whether every row of ``weights`` sums to 1, as a softmax without a sink gives."""
+    rows = weights.double().sum(-1)
+    return bool(torch.allclose(rows, torch.ones_like(rows), atol=1e-3))
 
 
 def _softmax_with_sink(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
@@ -138,8 +198,42 @@ softmax_with_sink = _register(
         "exp never overflows: exp(s - m) / (exp(b - m) + sum exp(s - m)); a row of -inf then gives 0, not NaN; "
         "the weights sum to less than 1: the sink's share is not returned; keep the scores' dtype",
         covers="one row by hand, a sink of -inf, a row with every key masked, 4 heads with their own sinks, scores "
-        "and sinks near 1000, T_k = 1, T_q < T_k, float64, random shapes",
+        "and sinks near 1000, a large sink in float16, T_k = 1, T_q < T_k, float64, random shapes",
         forbids=("MultiHeadAttention", "TransformerBlock", "GPT"),
+        diagnoses=(
+            (
+                "a row whose keys are all masked gives NaN: subtract m = max(the row's largest score, b), which is "
+                "finite when b is, not the row's maximum alone (-inf there)",
+                lambda got, w, s, b: bool((torch.isnan(got) & torch.isneginf(s).all(-1, keepdim=True)).any()),
+            ),
+            (
+                "exp overflowed (inf, then NaN): subtract m = max(the row's largest score, b) from every exponent",
+                lambda got, w, s, b: bool(torch.isnan(got).any()),
+            ),
+            (
+                "your weights underflow to 0 where the sink is far larger than the scores: exp(b - m) overflowed; "
+                "subtract m = max(the row's largest score, b), not the row's maximum alone",
+                lambda got, w, s, b: bool(((got == 0) & (w > 0)).any()),
+            ),
+            (
+                "your rows sum to 1: the sink must not be added to the scores, nor the row renormalised; it is one "
+                "more term, exp(b), in the denominator, and its share is not returned",
+                lambda got, w, s, b: _sums_to_one(got) and not _sums_to_one(w),
+            ),
+            (
+                "your last column is the sink's weight and the first key's is missing: append the sink as the last "
+                "column and drop that one, [..., :-1]",
+                lambda got, w, s, b: w.shape[-1] > 1 and bool(torch.allclose(got[..., :-1], w[..., 1:], atol=1e-5)),
+            ),
+            (
+                "you used a sink of 0 for every head (softmax1): each head h has its own sinks[h], reshaped to "
+                "(1, n_heads, 1, 1)",
+                lambda got, w, s, b: (
+                    bool((b != 0).any())
+                    and bool(torch.allclose(got, _softmax_with_sink(s, torch.zeros_like(b)), atol=1e-5))
+                ),
+            ),
+        ),
     )
 )
 
@@ -201,5 +295,24 @@ packed_window_mask = _register(
         covers="two and three documents, one document, window 1, a window longer than the row, one token per "
         "document, document numbers in any order, B = 2, T = 1, random packings",
         forbids=("document_mask", "document_mod", "sliding_window_mask", "sliding_window_mod", "mask_from_mod"),
+        diagnoses=(
+            (
+                "your mask has shape (B, 1, T, T), as document_mask returns: return (B, T, T)",
+                lambda got, m, ids, w: tuple(got.shape) == (m.shape[0], 1, *m.shape[1:]),
+            ),
+            (
+                "your mask lets a query see later keys: add j <= i",
+                lambda got, m, ids, w: bool(got.bool().triu(1).any()),
+            ),
+            (
+                "your mask lets a query see keys window or more tokens back: the window counts the query itself, "
+                "i - j < window",
+                lambda got, m, ids, w: _wider(got, m, _packed_window_mask(ids, ids.shape[1] + 1)),
+            ),
+            (
+                "your mask lets a query see the document before its own: add the same-document condition",
+                lambda got, m, ids, w: _same(got, _packed_window_mask(torch.zeros_like(ids), w)),
+            ),
+        ),
     )
 )

@@ -1,10 +1,20 @@
-"""Checkers for chapter 16's coding exercises."""
+"""Checkers for chapter 16's coding exercises. ``absorbed_attention`` also counts the answer's
+multiply-adds (``FlopCounterMode``, in the notebook's check, and in the student's kernel when the
+grader runs: ``cost_case`` and ``judge_cost``): the exercise asks for form 2, the absorbed form, which
+expands no key or value."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
+from ..i18n import tr
+from . import _core
 from ._core import Cases, Check, _register
 
 # ------------------------------------------------------------------ ch16-latent-from-mha
@@ -95,8 +105,71 @@ latent_from_mha = _register(
         "back, the first w_k.shape[1] for the keys; keep the inputs' dtype",
         covers="kv_rank = 1, kv_rank at and above d_model, an exactly low-rank pair, a grouped-query layer, keys "
         "larger than values, values narrower than keys, float64, random shapes",
+        diagnoses=(
+            (
+                "your answer returns w_k and w_v unchanged: nothing is compressed to kv_rank",
+                lambda got, e, w_k, w_v, r: _pair_is(got, (w_k, w_v)),
+            ),
+            (
+                "you approximated w_k and w_v each with its own decomposition: that needs two latents, one for the "
+                "keys and one for the values; decompose the two side by side, torch.cat([w_k, w_v], dim=1)",
+                lambda got, e, w_k, w_v, r: _pair_is(got, (_truncated(w_k, r), _truncated(w_v, r))),
+            ),
+            (
+                "you stacked w_k and w_v as rows (dim=0): that shares their up-projection, not the latent; put them "
+                "side by side, dim=1, so that one W_DKV serves both",
+                lambda got, e, w_k, w_v, r: _pair_is(got, _split_rows(_truncated(torch.cat([w_k, w_v], 0), r), w_k)),
+            ),
+            (
+                "you kept the smallest singular values: torch.linalg.svd returns them largest first, keep the first r",
+                lambda got, e, w_k, w_v, r: _pair_is(
+                    got, _split(_truncated(torch.cat([w_k, w_v], 1), r, last=True), w_k)
+                ),
+            ),
+            (
+                "you kept kv_rank - 1 terms of the decomposition: keep kv_rank of them (S[:r], not S[:r - 1])",
+                lambda got, e, w_k, w_v, r: (
+                    r > 1 and _pair_is(got, _split(_truncated(torch.cat([w_k, w_v], 1), r - 1), w_k))
+                ),
+            ),
+            (
+                "you kept kv_rank + 1 terms of the decomposition: keep kv_rank of them",
+                lambda got, e, w_k, w_v, r: _pair_is(got, _split(_truncated(torch.cat([w_k, w_v], 1), r + 1), w_k)),
+            ),
+        ),
     )
 )
+
+
+def _truncated(w: torch.Tensor, r: int, last: bool = False) -> torch.Tensor:
+    """``w``'s first ``r`` terms of its singular value decomposition (its last ``r`` with ``last``), float64."""
+    U, S, Vh = torch.linalg.svd(w.double(), full_matrices=False)  # U (rows, m), S (m,), Vh (m, cols)
+    keep = slice(max(S.shape[0] - r, 0), None) if last else slice(0, r)
+    return (U[:, keep] * S[keep]) @ Vh[keep]  # (rows, cols)
+
+
+def _split(w: torch.Tensor, w_k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(d_model, d_k + d_v)`` -> its first ``w_k.shape[1]`` columns (keys), then the rest (values)."""
+    return w[:, : w_k.shape[1]], w[:, w_k.shape[1] :]
+
+
+def _split_rows(w: torch.Tensor, w_k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(2 d_model, d)`` -> its first ``w_k.shape[0]`` rows, then the rest."""
+    return w[: w_k.shape[0]], w[w_k.shape[0] :]
+
+
+def _pair_is(got, pair) -> bool:
+    """Whether an answer is a pair of tensors equal, to float32 rounding, to ``pair`` (what a given mistake gives)."""
+    return (
+        isinstance(got, (tuple, list))
+        and len(got) == 2
+        and all(
+            isinstance(g, torch.Tensor)
+            and g.shape == p.shape
+            and torch.allclose(g.double(), p.double(), atol=1e-4, rtol=1e-4)
+            for g, p in zip(got, pair)
+        )
+    )
 
 
 # ------------------------------------------------------------------ ch16-absorbed-attention
@@ -160,8 +233,125 @@ def _absorbed_attention(q_nope, q_rope, c, k_rope, w_uk, w_uv) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, H, T_new, d_v)
 
 
+def _absorbed_variant(
+    q_nope, q_rope, c, k_rope, w_uk, w_uv, scale="model", mask="bottom_right", rope=True, view="right"
+):
+    """Form 2 with one of the classic mistakes, in float64, for the diagnoses: ``scale`` "model"
+    (``1/√(d_nope + d_rope)``), "latent" (``1/√(kv_rank + d_rope)``) or "nope" (``1/√d_nope``); ``mask``
+    "bottom_right", "top_left" (``is_causal``'s alignment) or "none"; ``rope`` False leaves the rotated part
+    out; ``view`` "wrong" reads ``w_uk`` as ``(n_heads, kv_rank, d_nope)`` blocks. ``(B, H, T_new, d_v)``."""
+    q_nope, q_rope, c, k_rope, w_uk, w_uv = (a.double() for a in (q_nope, q_rope, c, k_rope, w_uk, w_uv))
+    H, T_new, n = q_nope.shape[1:]
+    T_k, rank = c.shape[1:]
+    r = q_rope.shape[-1]
+    W_uk = w_uk.view(H, n, rank) if view == "right" else w_uk.T.reshape(H, rank, n).mT  # (H, n, rank): W_UK,h^T
+    scores = (q_nope @ W_uk) @ c[:, None].mT  # (B, H, T_new, rank) @ (B, 1, rank, T_k) -> (B, H, T_new, T_k)
+    if rope:
+        scores = scores + q_rope @ k_rope[:, None].mT
+    scores = scores / math.sqrt({"model": n + r, "latent": rank + r, "nope": n}[scale])
+    if mask != "none":
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=T_k - T_new if mask == "bottom_right" else 0)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return (w @ c[:, None]) @ w_uv.view(H, -1, rank).mT  # (B, H, T_new, rank) @ (H, rank, d_v) -> (B, H, T_new, d_v)
+
+
+def _is(got, expected: torch.Tensor) -> bool:
+    """Whether an answer equals, to float32 rounding, what a given mistake gives."""
+    return (
+        isinstance(got, torch.Tensor)
+        and got.shape == expected.shape
+        and bool(torch.allclose(got.double(), expected, atol=1e-4, rtol=1e-4))
+    )
+
+
+def _cost_case() -> tuple:
+    """One decoding step after many more cached tokens than kv_rank (the label is in ``_FormCheck.count``):
+    the arguments, seeded."""
+    g = torch.Generator().manual_seed(16016)
+    B, H, T_k, n, r, rank, d_v = 1, 2, 256, 16, 4, 8, 16
+    args = (
+        torch.randn(B, H, 1, n, generator=g),  # q_nope
+        torch.randn(B, H, 1, r, generator=g),  # q_rope
+        torch.randn(B, T_k, rank, generator=g),  # c
+        torch.randn(B, T_k, r, generator=g),  # k_rope
+        torch.randn(H * n, rank, generator=g) * rank**-0.5,  # w_uk, as nn.Linear stores it
+        torch.randn(H * d_v, rank, generator=g) * rank**-0.5,  # w_uv
+    )
+    return args
+
+
+def _expansion(q_nope, q_rope, c, k_rope, w_uk, w_uv) -> int:
+    """The multiply-adds of expanding the keys alone from the latents, ``T_k kv_rank n_heads d_head_nope``:
+    what form 2 never spends. Expanding the values alone costs as much in the counted case
+    (``d_head_v = d_head_nope``), and expanding both, form 1, twice as much."""
+    return c.shape[1] * c.shape[2] * q_nope.shape[1] * q_nope.shape[-1]
+
+
+@dataclass(frozen=True)
+class _FormCheck(Check):
+    """A Check that, once the outputs are right, also counts the answer's multiply-adds with
+    ``torch.utils.flop_counter.FlopCounterMode`` on one decoding step with ``T_k ≫ kv_rank``: an answer
+    that expands keys or values from the latents (form 1) spends at least ``budget(*args)``, form 2 far less."""
+
+    budget: Callable[..., int] = _expansion
+
+    def __call__(self, fn: Callable) -> None:
+        n = _core.compare(
+            self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, self, self.diagnoses
+        )
+        self.count(fn)
+        print(
+            tr("check.{function}: all {n} cases passed ({covers}).").format(
+                function=self.function, n=n, covers=tr(self.covers)
+            )
+        )
+
+    def cost_case(self) -> tuple:
+        """The arguments of the counted decoding step (the grader runs them in the student's kernel)."""
+        return _cost_case()
+
+    def count(self, fn: Callable) -> int:
+        """The answer's multiply-adds on the decoding step (FLOPs / 2); AssertionError if they reach the budget."""
+        with FlopCounterMode(display=False) as counter:
+            fn(*[a.clone() for a in self.cost_case()])
+        return self.judge_cost(counter.get_total_flops())
+
+    def judge_cost(self, flops: int) -> int:
+        """The multiply-adds of ``flops`` counted on :meth:`cost_case`; AssertionError if they reach the budget."""
+        args = self.cost_case()
+        label = tr("one new token after 255 cached (kv_rank = 8, 2 heads of d_head_nope = d_head_v = 16)")
+        spent, budget = flops // 2, self.budget(*args)
+        if spent >= budget:
+            _core._failed[self.function] = _core._failed.get(self.function, 0) + 1
+            hint = tr("  hint: {hint}").format(hint=tr(self.hint))
+            said = tr("  diagnosis: {diagnosis}").format(
+                diagnosis=tr(
+                    "you expand keys or values from the latents (form 1): map the queries into the latent space, "
+                    "q_nope @ W_UK,h^T, score them against c itself, and mix the latents, weights @ c, before "
+                    "expanding once with W_UV,h"
+                )
+            )
+            later = tr("  (the full hint comes with the next failed check)")
+            raise AssertionError(
+                tr("{name}: {problem}").format(
+                    name=self.function,
+                    problem=tr("right outputs, but too many multiply-adds for form 2"),
+                )
+                + "\n"
+                + tr("  case: {label}").format(label=label)
+                + "\n"
+                + tr(
+                    "  counted: {spent} multiply-adds (torch.utils.flop_counter.FlopCounterMode); expanding the keys "
+                    "alone costs T_k · kv_rank · n_heads · d_head_nope = {budget}"
+                ).format(spent=f"{spent:,}", budget=f"{budget:,}")
+                + f"\n{said}\n{later if _core._failed[self.function] == 1 else hint}"
+            )
+        return spent
+
+
 absorbed_attention = _register(
-    Check(
+    _FormCheck(
         exercise="ch16-absorbed-attention",
         function="absorbed_attention",
         cases=_absorbed_cases,
@@ -177,7 +367,38 @@ absorbed_attention = _register(
         "tril(diagonal=T_k - T_new); softmax over the keys; mix the latents, weights @ c.unsqueeze(1), then expand "
         "once with w_uv.view(n_heads, d_head_v, kv_rank).transpose(-2, -1); keep the inputs' dtype",
         covers="a decoding step, the prompt, new tokens after cached ones, values narrower than keys, DeepSeek's "
-        "proportions, one head, large scores, float64, random shapes",
+        "proportions, one head, large scores, float64, random shapes, and fewer multiply-adds than expanding the "
+        "keys after 255 cached tokens",
         forbids=("MultiHeadLatentAttention", "GPT"),
+        diagnoses=(
+            (
+                "your scale is 1/sqrt(kv_rank + d_head_rope): the scores are those of the model's queries and keys, "
+                "d_head_nope + d_head_rope wide, whatever the form; scale by 1/sqrt(d_head_nope + d_head_rope)",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, scale="latent")),
+            ),
+            (
+                "your scale is 1/sqrt(d_head_nope): the rotated part belongs to the query's width too, "
+                "1/sqrt(d_head_nope + d_head_rope)",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, scale="nope")),
+            ),
+            (
+                "your causal mask is aligned at the top left (is_causal's): the new queries are the last T_new tokens, "
+                "so new query i sees keys 0 .. T_k - T_new + i, tril(diagonal=T_k - T_new)",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, mask="top_left")),
+            ),
+            (
+                "your answer has no causal mask: a new query must not see the new tokens after it",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, mask="none")),
+            ),
+            (
+                "the rotated part is missing from your scores: add q_rope @ k_rope.unsqueeze(1).transpose(-2, -1)",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, rope=False)),
+            ),
+            (
+                "your w_uk mixes the heads: nn.Linear stores (n_heads * d_head_nope, kv_rank), so head h's rows are "
+                "w_uk.view(n_heads, d_head_nope, kv_rank)[h], not a reshape of w_uk.T",
+                lambda got, e, *a: _is(got, _absorbed_variant(*a, view="wrong")),
+            ),
+        ),
     )
 )

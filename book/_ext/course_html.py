@@ -25,6 +25,15 @@ Exercise titles (the argument of sphinx-exercise's ``exercise`` directive) carry
 source line, so Sphinx would neither extract nor translate them; they are marked
 translatable here.
 
+For the reader of either edition:
+
+- Search order (``search_scorer.js``, Sphinx's ``html_search_scorer``): the chapter whose title is the
+  query comes first, not the page whose title sorts first as text ("10." before "4.").
+- Every page has a ``<meta name="description">``: its first paragraph of prose (or its title), in
+  the page's language, shortened to about 160 characters.
+- ``static/course.css``: long inline code and headings may break, so that no page is wider than a
+  phone's screen.
+
 The rest is for the Chinese edition only (a build whose ``language`` is not English):
 
 - The words the extensions and the theme write themselves (sphinx-exercise's
@@ -55,6 +64,8 @@ from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
 LOCALES = Path(__file__).resolve().parents[2] / "locales"  # book/_ext -> the repository's locales/
+HERE = Path(__file__).resolve().parent
+DESCRIPTION_CHARS = 160  # search engines show about this much of a page's description
 
 _NB_RENDERERS: dict = {}  # docname -> the notebook's myst-nb renderer (which holds its glue data)
 
@@ -128,6 +139,89 @@ def _edition_link(app, pagename, templatename, context, doctree):
         f'<a class="edition-link" href="{href}" hreflang="{lang}" lang="{lang}" title="{title}">{label}</a></p>\n'
     )
     context["body"] = link + context["body"]
+
+
+def _first_paragraph(doctree) -> str:
+    """The text of the page's first paragraph of prose: not in a code cell's output, an exercise or an admonition."""
+    from docutils import nodes
+
+    for paragraph in doctree.findall(nodes.paragraph):
+        parent, prose = paragraph.parent, True
+        while parent is not None:
+            classes = parent.get("classes", []) if isinstance(parent, nodes.Element) else []
+            if isinstance(parent, nodes.Admonition) or any(
+                c.startswith(("cell", "exercise", "solution")) for c in classes
+            ):
+                prose = False
+                break
+            parent = parent.parent
+        text = " ".join(paragraph.astext().split())
+        if prose and text:
+            return text
+    return ""
+
+
+def _shorten(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, at a space when it has spaces (English), with "…"."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def _meta_description(app, pagename, templatename, context, doctree):
+    """<meta name="description">: the page's first paragraph (in this edition's language), else its title."""
+    import html
+    import re
+
+    if 'name="description"' in context.get("metatags", ""):
+        return
+    text = _first_paragraph(doctree) if doctree is not None else ""
+    if not text:  # the search page, the index: "title – the book's title"
+        title = " ".join(html.unescape(re.sub(r"<[^>]+>", "", context.get("title") or "")).split())
+        project = context.get("docstitle") or app.config.project or ""
+        text = f"{title} – {project}" if title and project and title != project else title or project
+    context["metatags"] = (
+        context.get("metatags", "") + f'\n<meta name="description" content="{html.escape(_shorten(text))}" />'
+    )
+
+
+# With MathJax's formulas out of the Tab order (_config.yml), a displayed formula wider than a phone
+# scrolls sideways where a keyboard cannot reach it: such a formula, and only it, is a Tab stop, as the
+# theme does for code boxes and tables. An inline formula wider than its line (MathJax does not break
+# lines) would widen the whole page: it gets a sideways-scrolling box of its own (course.css). Both
+# are updated when the window changes size.
+SCROLLING_MATH_JS = """
+(() => {
+  const update = () => {
+    const all = [...document.querySelectorAll("mjx-container")];
+    all.forEach((m) => m.classList.remove("course-wide-math"));
+    all.filter((m) => m.getAttribute("display") !== "true").forEach((m) => {
+      const line = m.parentElement.closest("p, li, dd, td, th, div") || document.body;
+      if (m.getBoundingClientRect().width > line.clientWidth) m.classList.add("course-wide-math");
+    });
+    all.forEach((m) => { m.tabIndex = m.scrollWidth > m.clientWidth + 1 ? 0 : -1; });
+  };
+  let timer = null;
+  const later = () => { clearTimeout(timer); timer = setTimeout(update, 200); };
+  const start = () => {
+    if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return;
+    MathJax.startup.promise.then(() => { update(); new ResizeObserver(later).observe(document.body); });
+  };
+  if (document.readyState === "complete") start(); else window.addEventListener("load", start);
+})();
+"""
+
+
+def _reader_settings(app, config):
+    """The search order and the stylesheet, for both editions (see the module's docstring)."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(HERE / "search_scorer.js")
+    config.html_static_path.append(str(HERE / "static"))
+    app.add_css_file("course.css")
+    app.add_js_file(None, body=SCROLLING_MATH_JS)
 
 
 def _translated(app) -> bool:
@@ -300,6 +394,8 @@ def setup(app):
     # early: html-page-context stops at the first handler that returns a template name
     app.connect("html-page-context", _keep_needed_scripts, priority=100)
     app.connect("html-page-context", _edition_link)
+    app.connect("html-page-context", _meta_description)
+    app.connect("config-inited", _reader_settings)
     app.add_transform(_TranslatableExerciseTitles)
     app.add_post_transform(_FullWidthExerciseTitles)
     app.connect("config-inited", _catalog_for_templates)

@@ -37,3 +37,23 @@ def solution_of(exercise: str):
     chapter = exercise[2:4]
     (notebook,) = [p.name for p in (ROOT / "notebooks").glob(f"{chapter}_*.ipynb")]
     return notebook_solution(notebook, CHECKS[exercise].function, forbidden=())
+
+
+def fails(checker, wrong, match: str = "", diagnosis: str | None = None) -> str:
+    """A student's first failed check of ``wrong`` (tests/conftest.py starts every test as a first attempt):
+    the message matches ``match``; with ``diagnosis`` (a part of its text) it says that diagnosis and holds the
+    hint back, and a
+    second failure gives both; without, it gives the hint at once. Returns the first message."""
+    import pytest
+
+    with pytest.raises(AssertionError, match=rf"(?s){match}") as first:
+        checker(wrong)
+    message = str(first.value)
+    if diagnosis is None:
+        assert "diagnosis:" not in message and "hint:" in message, message
+    else:
+        said = message.partition("diagnosis: ")[2]
+        assert diagnosis in said.partition("\n")[0] and "hint:" not in message, message
+        with pytest.raises(AssertionError, match=r"(?s)diagnosis:.*hint:"):
+            checker(wrong)
+    return message

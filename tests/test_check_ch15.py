@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from _solutions import notebook_solution
+from _solutions import fails, notebook_solution
 
 from attnlib import KVCache, MultiHeadAttention, check, merge_heads, sliding_window_mask, split_heads
-from attnlib.check import CHECKS, _core
+from attnlib.check import CHECKS
 
 STREAMING = CHECKS["ch15-streaming-mask"]
 SINK = CHECKS["ch15-sink-softmax"]
@@ -21,19 +21,7 @@ NOTEBOOK = "15_local_attention.ipynb"
 
 
 def _fails(checker, wrong, match, diagnosis):
-    """The first failed check of a fresh session: the case where it fails, then the diagnosis (without the
-    hint) where one fits the mistake, else the hint; a second failure gives the hint in either case."""
-    _core._failed.pop(checker.function, None)
-    with pytest.raises(AssertionError, match=rf"(?s){match}") as first:
-        checker(wrong)
-    message = str(first.value)
-    if diagnosis is None:
-        assert "diagnosis:" not in message and "hint:" in message, message
-    else:
-        assert f"diagnosis: {diagnosis}" in message and "hint:" not in message, message
-        with pytest.raises(AssertionError, match=r"(?s)diagnosis:.*hint:"):
-            checker(wrong)
-    _core._failed.pop(checker.function, None)
+    fails(checker, wrong, match, diagnosis)
 
 
 def test_registered_under_their_exercises():

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from _solutions import notebook_solution
+from _solutions import fails, notebook_solution
 
 from attnlib import MultiHeadLatentAttention, apply_rope, check, split_heads
-from attnlib.check import CHECKS, _core
+from attnlib.check import CHECKS
 
 LATENT = CHECKS["ch16-latent-from-mha"]
 ABSORBED = CHECKS["ch16-absorbed-attention"]
@@ -21,19 +21,7 @@ NOTEBOOK = "16_latent_attention.ipynb"
 
 
 def _fails(checker, wrong, match, diagnosis):
-    """The first failed check of a fresh session: the case where it fails, then the diagnosis (without the
-    hint) where one fits the mistake, else the hint; a second failure gives the hint in either case."""
-    _core._failed.pop(checker.function, None)
-    with pytest.raises(AssertionError, match=rf"(?s){match}") as first:
-        checker(wrong)
-    message = str(first.value)
-    if diagnosis is None:
-        assert "diagnosis:" not in message and "hint:" in message, message
-    else:
-        assert f"diagnosis: {diagnosis}" in message and "hint:" not in message, message
-        with pytest.raises(AssertionError, match=r"(?s)diagnosis:.*hint:"):
-            checker(wrong)
-    _core._failed.pop(checker.function, None)
+    fails(checker, wrong, match, diagnosis)
 
 
 def test_registered_under_their_exercises():

@@ -49,7 +49,15 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix $(LINTED) notebooks
 	$(BIN)/ruff format $(LINTED)
 
-test: $(STAMP)
+# axe-core, the browser test's accessibility checker, exactly as tests/axe/package-lock.json pins it
+# (Debian's nodejs and npm; without npm that check is skipped, except under CI=true)
+AXE := tests/axe/node_modules/axe-core/axe.min.js
+
+$(AXE): tests/axe/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then cd tests/axe && npm ci --ignore-scripts --no-audit --no-fund; \
+	else echo "npm not found: the browser test's axe-core check will be skipped (CONTRIBUTING.md)"; fi
+
+test: $(STAMP) $(AXE)
 	$(BIN)/python -m pytest
 
 lab: $(STAMP)

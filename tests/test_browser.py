@@ -515,7 +515,7 @@ CHECKS.update(
 # ------------------------------------------------------------------ every page, as phones, keyboards and screen readers meet it
 
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}  # a phone's screen, in CSS pixels
-AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"  # `npm ci` in tests/axe (.ci/run)
+AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"  # `npm ci` in tests/axe (make test)
 
 # axe-core's findings that are not the course's to fix: (rule, CSS selector of the node or an ancestor, why).
 # Every other serious or critical violation fails the test.
@@ -547,7 +547,7 @@ _AXE_RUN = """
 @functools.cache
 def _axe_source() -> str:
     if not AXE.exists():
-        message = "axe-core is not installed: run `npm ci` in tests/axe (.ci/run does)"
+        message = "axe-core is not installed: run `npm ci` in tests/axe (make test does)"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message + ": required under CI")
         pytest.skip(message)

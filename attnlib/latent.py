@@ -52,9 +52,11 @@ class MultiHeadLatentAttention(nn.Module):
     ``out = concat_h(softmax(q_h k_h^T / sqrt(d_head_nope + d_head_rope) + M) v_h) W_O`` with
     ``k_h = [c W_UK,h, RoPE(x W_KR)]``, ``v_h = c W_UV,h`` and ``c = RMSNorm(x W_DKV)`` (the module
     docstring has the whole derivation). Layers: ``w_q`` (or ``w_dq``, ``q_latent_norm``, ``w_uq``
-    with ``q_rank``: the compressed query's RMSNorm, DeepSeek's ``q_a_layernorm``; not QK-norm), ``w_dkv`` ``(d_model -> kv_rank)``, ``kv_norm``, ``w_kr`` ``(d_model ->
-    d_head_rope)``, ``w_uk`` ``(kv_rank -> n_heads d_head_nope)``, ``w_uv`` ``(kv_rank -> n_heads
-    d_head_v)``, ``w_o`` ``(n_heads d_head_v -> d_model)``; every projection without bias.
+    with ``q_rank``: ``q_latent_norm`` is the compressed query's RMSNorm, DeepSeek's
+    ``q_a_layernorm``, not QK-norm), ``w_dkv`` ``(d_model -> kv_rank)``, ``kv_norm``, ``w_kr``
+    ``(d_model -> d_head_rope)``, ``w_uk`` ``(kv_rank -> n_heads d_head_nope)``, ``w_uv``
+    ``(kv_rank -> n_heads d_head_v)``, ``w_o`` ``(n_heads d_head_v -> d_model)``; every projection
+    without bias.
 
     A :class:`~attnlib.kv_cache.KVCache` given to ``forward`` holds the latent ``c`` as its ``k``
     ``(B, 1, T, kv_rank)`` and the rotated key as its ``v`` ``(B, 1, T, d_head_rope)``: ``kv_rank +

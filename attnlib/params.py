@@ -229,8 +229,8 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     ``min(T, w - 1)`` of them until the next step (``w`` during a step, with the new token), and
     that is what is counted here, so ``kv_cache_bytes`` equals the caches' ``nbytes`` between two
     steps. StreamingLLM's sinks are an option of the cache, not of the config, and are not counted:
-    ``KVCache(window=w, sinks=s)`` holds ``min(T, s + w - 1)`` tokens. Multi-head latent attention (chapter 16) caches
-    ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1).
+    ``KVCache(window=w, sinks=s)`` holds ``min(T, s + w - 1)`` tokens. Multi-head latent attention
+    (chapter 16) caches ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1).
 
     Args:
         config: a :class:`~attnlib.model.GPTConfig` (its ``n_kv_heads`` is used).

@@ -41,6 +41,31 @@ def _diagnose(diagnoses: tuple[Diagnosis, ...], got: Any, expected: Any, args: t
     return None
 
 
+def matches(got: Any, expected: torch.Tensor, atol: float = 0.0) -> bool:
+    """Whether a wrong answer is what a given mistake gives (for a diagnosis): a tensor of ``expected``'s
+    shape and kind (bool or float) with its values, to ``atol`` (absolute and relative; 0: exactly)."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return False
+    if expected.dtype == torch.bool or got.dtype == torch.bool:
+        return got.dtype == expected.dtype and torch.equal(got.cpu(), expected.cpu())
+    if got.is_floating_point() != expected.is_floating_point():
+        return False
+    return bool(torch.allclose(got.detach().cpu().to(expected.dtype), expected.cpu(), atol=atol, rtol=atol))
+
+
+def advice(name: str, hint: str, diagnosis: str | None, hold_hint: bool = True) -> str:
+    """The lines that end a failure message of ``name``'s check, counted as one failed check: the
+    hint (``hint``: the English text of the Check's hint); or, where a diagnosis applies, the diagnosis,
+    and the hint only from the second failed check in this process (at once with ``hold_hint=False``)."""
+    _failed[name] = _failed.get(name, 0) + 1
+    hint = tr("  hint: {hint}").format(hint=tr(hint))
+    if diagnosis is None:
+        return hint
+    said = tr("  diagnosis: {diagnosis}").format(diagnosis=tr(diagnosis))
+    later = tr("  (the full hint comes with the next failed check)")
+    return f"{said}\n{later if hold_hint and _failed[name] == 1 else hint}"
+
+
 def _show(x: Any) -> str:
     """Short text for a value in a message: small tensors in full, big ones by shape."""
     if isinstance(x, torch.Tensor):
@@ -144,7 +169,7 @@ def compare(
                 "{name}: expected a function, received {got}. Pass the function itself, e.g. check.{name}({name})."
             ).format(name=name, got=_show(fn))
         )
-    hint = tr("  hint: {hint}").format(hint=tr(hint))
+    hint_line = tr("  hint: {hint}").format(hint=tr(hint))
     guard = (lambda: forbidding(check)) if check is not None else contextlib.nullcontext
     for number, (label, args) in enumerate(cases, start=1):
         expected = reference(*args)
@@ -170,23 +195,17 @@ def compare(
                 tr("{name}: your function raised {error}: {message}").format(
                     name=name, error=type(e).__name__, message=e
                 )
-                + f"\n{where}{hint}"
+                + f"\n{where}{hint_line}"
             ) from None
         if forbidden:  # called the answer, and caught the error it raised
             raise AssertionError(tr("{name}: {problem}").format(name=name, problem=forbidden[0]))
         why = _mismatch(expected, got, atol, rtol)
         if why:
             first, _, rest = why.partition("\n")
-            _failed[name] = _failed.get(name, 0) + 1
-            diagnosis = _diagnose(diagnoses, got, expected, args)
-            advice = hint
-            if diagnosis is not None:
-                said = tr("  diagnosis: {diagnosis}").format(diagnosis=tr(diagnosis))
-                later = tr("  (the full hint comes with the next failed check)")
-                advice = f"{said}\n{later if hold_hint and _failed[name] == 1 else hint}"
+            told = advice(name, hint, _diagnose(diagnoses, got, expected, args), hold_hint)
             raise AssertionError(
                 tr("{name}: {problem}").format(name=name, problem=first)
-                + f"\n{where}{rest + chr(10) if rest else ''}{advice}"
+                + f"\n{where}{rest + chr(10) if rest else ''}{told}"
             )
     return len(cases)
 
@@ -209,10 +228,14 @@ class Check:
     #                                 exercise's reference (e.g. ("one_hot",))
     diagnoses: tuple[Diagnosis, ...] = ()  # mistakes told from the answer, shown before the hint
 
-    def __call__(self, fn: Callable) -> None:
-        n = compare(
+    def run(self, fn: Callable) -> int:
+        """Every case against the reference (``compare``): the number of cases, or an AssertionError."""
+        return compare(
             self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, self, self.diagnoses
         )
+
+    def __call__(self, fn: Callable) -> None:
+        n = self.run(fn)
         print(
             tr("check.{function}: all {n} cases passed ({covers}).").format(
                 function=self.function, n=n, covers=tr(self.covers)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ..positions import apply_rope
-from ._core import Cases, Check, _register
+from ._core import Cases, Check, _register, matches
 
 # ------------------------------------------------------------------ ch14-rotate-half
 
@@ -62,16 +62,6 @@ def _rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, 2, d_head // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def _same(got, expected: torch.Tensor, atol: float = 0.0) -> bool:
-    """Whether a wrong answer equals what a given mistake gives: a tensor of the same shape and values."""
-    return (
-        isinstance(got, torch.Tensor)
-        and got.shape == expected.shape
-        and got.is_floating_point() == expected.is_floating_point()
-        and bool(torch.allclose(got.detach().cpu().to(expected.dtype), expected, atol=atol, rtol=atol))
-    )
-
-
 interleaved_to_rotate_half = _register(
     Check(
         exercise="ch14-rotate-half",
@@ -90,23 +80,23 @@ interleaved_to_rotate_half = _register(
         diagnoses=(
             (
                 "your rows have not moved: within each head, row 2i goes to row i and row 2i + 1 to row d_head/2 + i",
-                lambda got, e, w, n_heads: _same(got, w),
+                lambda got, e, w, n_heads: matches(got, w),
             ),
             (
                 "you applied the inverse permutation (rotate half -> interleaved: row i to row 2i), which is the "
                 "same only for d_head <= 4: reshape to (n_heads, d_head // 2, 2, ...), not (n_heads, 2, d_head // 2, "
                 "...), before swapping axes 1 and 2",
-                lambda got, e, w, n_heads: _same(got, _rotate_half_to_interleaved(w, n_heads)),
+                lambda got, e, w, n_heads: matches(got, _rotate_half_to_interleaved(w, n_heads)),
             ),
             (
                 "you permuted all the rows as one head: the permutation works within each head of d_head = "
                 "w.shape[0] // n_heads rows",
-                lambda got, e, w, n_heads: _same(got, _interleaved_to_rotate_half(w, 1)),
+                lambda got, e, w, n_heads: matches(got, _interleaved_to_rotate_half(w, 1)),
             ),
             (
                 "your rows are right but the dtype changed: reshape and transpose keep w's dtype, so do not convert "
                 "it (no .float())",
-                lambda got, e, w, n_heads: got.dtype != e.dtype and _same(got, e, atol=1e-6),
+                lambda got, e, w, n_heads: got.dtype != e.dtype and matches(got, e, atol=1e-6),
             ),
         ),
     )
@@ -354,7 +344,7 @@ def _qwen3_mistake(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake) -> torch.Tensor:
 
 def _made(**mistake):
     """A diagnosis's test: the wrong answer equals the reference with this mistake."""
-    return lambda got, e, *args: _same(got, _qwen3_mistake(*args, **mistake), atol=1e-4)
+    return lambda got, e, *args: matches(got, _qwen3_mistake(*args, **mistake), atol=1e-4)
 
 
 qwen3_attention = _register(
@@ -404,7 +394,9 @@ qwen3_attention = _register(
             ("your QK-norm has no gains: multiply by g_q and g_k after dividing by the RMS", _made(gains=False)),
             (
                 "your RMSNorm's eps is not Qwen3's 1e-6: it counts where the mean square of q or k is near eps",
-                lambda got, e, *args: any(_same(got, _qwen3_mistake(*args, eps=eps), atol=1e-4) for eps in (0.0, 1e-5)),
+                lambda got, e, *args: any(
+                    matches(got, _qwen3_mistake(*args, eps=eps), atol=1e-4) for eps in (0.0, 1e-5)
+                ),
             ),
             ("you rotated the values too: RoPE is for q and k only", _made(rope_values=True)),
             ("your queries see later tokens: mask the scores with the causal mask", _made(causal=False)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._core import Cases, Check, _register
+from ._core import Cases, Check, _register, matches
 
 # ------------------------------------------------------------------ ch15-streaming-mask
 
@@ -58,42 +58,32 @@ streaming_mask = _register(
         diagnoses=(
             (
                 "your mask lets a query see sinks that come after it: a sink j < sinks is seen only when j <= i too",
-                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w, 0) | (torch.arange(T)[None, :] < s)),
+                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w, 0) | (torch.arange(T)[None, :] < s)),
             ),
             (
                 "your window holds window + 1 keys (i - j <= window): the window counts the query itself, "
                 "i - j < window",
-                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w + 1, s)),
+                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w + 1, s)),
             ),
             (
                 "your window holds window - 1 keys: it counts the query itself, i - window + 1 .. i, so i - j < window",
-                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w - 1, s)),
+                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w - 1, s)),
             ),
             (
                 "you keep sinks + 1 first tokens (j <= sinks): the sinks are j < sinks",
-                lambda got, m, T, w, s: _same(got, _streaming_mask(T, w, s + 1)),
+                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w, s + 1)),
             ),
             (
                 "your mask has no sinks: the first sinks tokens stay visible however far back (j < sinks)",
-                lambda got, m, T, w, s: s > 0 and _same(got, _streaming_mask(T, w, 0)),
+                lambda got, m, T, w, s: s > 0 and matches(got, _streaming_mask(T, w, 0)),
             ),
             (
                 "your mask is transposed: rows are queries i, columns keys j",
-                lambda got, m, T, w, s: _same(got, m.T),
+                lambda got, m, T, w, s: matches(got, m.T),
             ),
         ),
     )
 )
-
-
-def _same(got, expected) -> bool:
-    """Whether a wrong answer equals what a given mistake gives (same shape, same values)."""
-    return (
-        isinstance(got, torch.Tensor)
-        and got.dtype == expected.dtype
-        and got.shape == expected.shape
-        and bool((got == expected).all())
-    )
 
 
 def _wider(got, expected, widest) -> bool:
@@ -311,7 +301,7 @@ packed_window_mask = _register(
             ),
             (
                 "your mask lets a query see the document before its own: add the same-document condition",
-                lambda got, m, ids, w: _same(got, _packed_window_mask(torch.zeros_like(ids), w)),
+                lambda got, m, ids, w: matches(got, _packed_window_mask(torch.zeros_like(ids), w)),
             ),
         ),
     )

@@ -258,11 +258,7 @@ def _absorbed_variant(
 
 def _is(got, expected: torch.Tensor) -> bool:
     """Whether an answer equals, to float32 rounding, what a given mistake gives."""
-    return (
-        isinstance(got, torch.Tensor)
-        and got.shape == expected.shape
-        and bool(torch.allclose(got.double(), expected, atol=1e-4, rtol=1e-4))
-    )
+    return _core.matches(got, expected, atol=1e-4)
 
 
 def _cost_case() -> tuple:
@@ -295,17 +291,17 @@ class _FormCheck(Check):
     that expands keys or values from the latents (form 1) spends at least ``budget(*args)``, form 2 far less."""
 
     budget: Callable[..., int] = _expansion
+    cost_diagnosis: str = (  # what an answer over the budget did
+        "you expand keys or values from the latents (form 1): map the queries into the latent space, "
+        "q_nope @ W_UK,h^T, score them against c itself, and mix the latents, weights @ c, before "
+        "expanding once with W_UV,h"
+    )
 
-    def __call__(self, fn: Callable) -> None:
-        n = _core.compare(
-            self.function, fn, self.cases(), self.reference, self.hint, self.atol, self.rtol, self, self.diagnoses
-        )
+    def run(self, fn: Callable) -> int:
+        """The cases (``Check.run``), then the multiply-adds of the decoding step (:meth:`count`)."""
+        n = super().run(fn)
         self.count(fn)
-        print(
-            tr("check.{function}: all {n} cases passed ({covers}).").format(
-                function=self.function, n=n, covers=tr(self.covers)
-            )
-        )
+        return n
 
     def cost_case(self) -> tuple:
         """The arguments of the counted decoding step (the grader runs them in the student's kernel)."""
@@ -317,22 +313,13 @@ class _FormCheck(Check):
             fn(*[a.clone() for a in self.cost_case()])
         return self.judge_cost(counter.get_total_flops())
 
-    def judge_cost(self, flops: int) -> int:
-        """The multiply-adds of ``flops`` counted on :meth:`cost_case`; AssertionError if they reach the budget."""
+    def judge_cost(self, flops: int, hold_hint: bool = True) -> int:
+        """The multiply-adds of ``flops`` counted on :meth:`cost_case`; AssertionError if they reach the budget
+        (``hold_hint``: as in ``_core.compare``; the grader shows the hint at once)."""
         args = self.cost_case()
         label = tr("one new token after 255 cached (kv_rank = 8, 2 heads of d_head_nope = d_head_v = 16)")
         spent, budget = flops // 2, self.budget(*args)
         if spent >= budget:
-            _core._failed[self.function] = _core._failed.get(self.function, 0) + 1
-            hint = tr("  hint: {hint}").format(hint=tr(self.hint))
-            said = tr("  diagnosis: {diagnosis}").format(
-                diagnosis=tr(
-                    "you expand keys or values from the latents (form 1): map the queries into the latent space, "
-                    "q_nope @ W_UK,h^T, score them against c itself, and mix the latents, weights @ c, before "
-                    "expanding once with W_UV,h"
-                )
-            )
-            later = tr("  (the full hint comes with the next failed check)")
             raise AssertionError(
                 tr("{name}: {problem}").format(
                     name=self.function,
@@ -345,7 +332,8 @@ class _FormCheck(Check):
                     "  counted: {spent} multiply-adds (torch.utils.flop_counter.FlopCounterMode); expanding the keys "
                     "alone costs T_k · kv_rank · n_heads · d_head_nope = {budget}"
                 ).format(spent=f"{spent:,}", budget=f"{budget:,}")
-                + f"\n{said}\n{later if _core._failed[self.function] == 1 else hint}"
+                + "\n"
+                + _core.advice(self.function, self.hint, self.cost_diagnosis, hold_hint)
             )
         return spent
 

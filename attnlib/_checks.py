@@ -626,11 +626,41 @@ def check_hf_model(model) -> str:
     return family
 
 
-def check_hf_mla_config(c) -> dict:
-    """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE parameters."""
-    rope = getattr(c, "rope_parameters", None) or {"rope_theta": getattr(c, "rope_theta", 10000.0)}
+def check_hf_rope(c, what: str) -> float:
+    """A ``transformers`` config whose RoPE is the default one, whichever ``transformers`` wrote it; return theta.
+
+    transformers 5 keeps RoPE in ``rope_parameters``, 4 in ``rope_theta`` and ``rope_scaling`` (where
+    Llama 3.1's "llama3" scaling and YaRN live). A config can carry both spellings (a keyword that
+    transformers 4 does not know becomes a plain attribute), and a model reads only its own: every
+    spelling present must say default RoPE, with one base theta.
+    """
+    spellings = {}
+    if getattr(c, "rope_parameters", None):
+        spellings["rope_parameters"] = dict(c.rope_parameters)
+    v4 = dict(getattr(c, "rope_scaling", None) or {})
+    if getattr(c, "rope_theta", None) is not None:
+        v4.setdefault("rope_theta", c.rope_theta)
+    if v4:
+        spellings["rope_scaling"] = v4
+    for rope in spellings.values():
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise fail(
+                "model",
+                f"{what} with rope type = 'default' (what attnlib builds)",
+                f"rope type = {kind!r}",
+            )
+    thetas = {spelling: float(rope["rope_theta"]) for spelling, rope in spellings.items() if "rope_theta" in rope}
+    if len(set(thetas.values())) > 1:
+        got = ", ".join(f"rope_theta = {theta:g} in {spelling}" for spelling, theta in thetas.items())
+        raise fail("model", f"{what} with one RoPE base theta", got)
+    return next(iter(thetas.values()), 10000.0)
+
+
+def check_hf_mla_config(c) -> float:
+    """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE base theta."""
+    theta = check_hf_rope(c, "a DeepseekV3Attention")
     options = {
-        "rope type": (rope.get("rope_type", "default"), "default"),
         "rope_interleave": (bool(getattr(c, "rope_interleave", True)), True),
         "attention_bias": (bool(getattr(c, "attention_bias", False)), False),
         "num_key_value_heads": (c.num_key_value_heads, c.num_attention_heads),
@@ -638,11 +668,11 @@ def check_hf_mla_config(c) -> dict:
     for option, (value, wanted) in options.items():
         if value != wanted:
             raise fail("model", f"a DeepseekV3Attention with {option} = {wanted!r} (what attnlib builds)", f"{value!r}")
-    return rope
+    return theta
 
 
-def check_hf_config(c, family: str) -> dict | None:
-    """The parts of a ``transformers`` config that attnlib's GPT builds; return Llama's RoPE parameters."""
+def check_hf_config(c, family: str) -> float | None:
+    """The parts of a ``transformers`` config that attnlib's GPT builds; return the RoPE base theta (None: GPT-2)."""
     name = type(c).__name__
     if family == "gpt2":
         options = {
@@ -650,18 +680,14 @@ def check_hf_config(c, family: str) -> dict | None:
             "scale_attn_weights": (c.scale_attn_weights, True),
             "scale_attn_by_inverse_layer_idx": (c.scale_attn_by_inverse_layer_idx, False),
         }
-        rope = None
+        theta = None
     else:
-        rope = getattr(c, "rope_parameters", None) or {
-            "rope_theta": getattr(c, "rope_theta", 10000.0),
-            **(getattr(c, "rope_scaling", None) or {"rope_type": "default"}),
-        }  # transformers 5 keeps them in rope_parameters, 4 in rope_theta and rope_scaling
+        theta = check_hf_rope(c, f"a {name}")  # default RoPE, in either transformers' spelling
         window = getattr(c, "sliding_window", None)
         if getattr(c, "use_sliding_window", True) is False or family == "mistral":
             window = None  # Qwen3 ignores its sliding_window unless use_sliding_window; Mistral's is built
         options = {
             "hidden_act": (c.hidden_act, "silu"),
-            "rope type": (rope.get("rope_type", rope.get("type", "default")), "default"),
             "sliding_window": (window, None),
             "mlp_bias": (bool(getattr(c, "mlp_bias", False)), bool(getattr(c, "attention_bias", False))),
         }
@@ -674,4 +700,4 @@ def check_hf_config(c, family: str) -> dict | None:
                 else f"a {name} with {option} = {wanted!r} (what attnlib's GPT builds)",
                 f"{option} = {value!r}",
             )
-    return rope
+    return theta

@@ -112,13 +112,13 @@ def _gpt2_config(c) -> GPTConfig:
 
 
 def _llama_config(c, family: str) -> GPTConfig:
-    rope = check_hf_config(c, family)  # SiLU, default RoPE, no window but Mistral's: returns the RoPE parameters
+    theta = check_hf_config(c, family)  # SiLU, default RoPE, no window but Mistral's: returns RoPE's base
     d_head = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     return GPTConfig(
         vocab_size=c.vocab_size, context_length=c.max_position_embeddings, d_model=c.hidden_size,
         n_layers=c.num_hidden_layers, n_heads=c.num_attention_heads, n_kv_heads=c.num_key_value_heads,
         d_ff=c.intermediate_size, bias=bool(getattr(c, "attention_bias", False)),
-        tie_embeddings=c.tie_word_embeddings, positions="rope", rope_base=float(rope["rope_theta"]),
+        tie_embeddings=c.tie_word_embeddings, positions="rope", rope_base=theta,
         norm="rmsnorm", norm_eps=c.rms_norm_eps, mlp="swiglu",
         d_head=None if d_head * c.num_attention_heads == c.hidden_size else d_head, qk_norm=family == "qwen3",
         sliding_window=getattr(c, "sliding_window", None) if family == "mistral" else None,
@@ -175,13 +175,13 @@ def _llama_state(hf: dict, config: GPTConfig) -> dict:
 def _mla_from_hf(layer) -> MultiHeadLatentAttention:
     """A ``DeepseekV3Attention`` layer as a :class:`~attnlib.latent.MultiHeadLatentAttention`."""
     c = layer.config
-    rope = check_hf_mla_config(c)  # default RoPE, interleaved pairs, no biases, one key/value head per head
+    theta = check_hf_mla_config(c)  # default RoPE, interleaved pairs, no biases, one key/value head per head
     H, nope, r, dv, rank = (c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim,
                             c.kv_lora_rank)  # fmt: skip
     weight = next(layer.parameters())
     mla = MultiHeadLatentAttention(
         c.hidden_size, H, kv_rank=rank, q_rank=c.q_lora_rank, d_head_nope=nope, d_head_rope=r, d_head_v=dv,
-        rope_base=float(rope["rope_theta"]), norm_eps=layer.kv_a_layernorm.variance_epsilon,
+        rope_base=theta, norm_eps=layer.kv_a_layernorm.variance_epsilon,
     ).to(weight.device, weight.dtype)  # fmt: skip
     hf = layer.state_dict()
     kv_b = hf["kv_b_proj.weight"].view(H, nope + dv, rank)  # (H * (nope + dv), rank) -> (H, nope + dv, rank)

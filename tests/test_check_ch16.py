@@ -183,6 +183,7 @@ def test_absorbed_reference_equals_transformers_deepseek_v3():
     """transformers' DeepseekV3Attention, eager, with its own cache: the reference on its weights (split as
     from_hf does) gives its output for the new tokens."""
     transformers = pytest.importorskip("transformers")
+    from _transformers import rope
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
 
     import attnlib
@@ -191,7 +192,7 @@ def test_absorbed_reference_equals_transformers_deepseek_v3():
         vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
         topk_group=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, first_k_dense_replace=1,
+        **rope(), first_k_dense_replace=1,
     )  # fmt: skip
     config._attn_implementation = "eager"
     torch.manual_seed(0)

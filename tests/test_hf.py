@@ -3,6 +3,8 @@
 Nothing is downloaded: every model is built from a config with random weights."""
 
 import dataclasses
+import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +15,7 @@ from attnlib.hf import rotate_half_to_interleaved
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
+from _transformers import V5, rope  # noqa: E402
 
 SMALL = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2, max_position_embeddings=64)
 
@@ -215,6 +218,67 @@ def test_unsupported_options_are_named():
         from_hf(transformers.GPT2LMHeadModel(relu))
 
 
+YARN = {"factor": 40.0, "original_max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize(
+    "config, match",
+    [  # transformers 5's spelling, 4's, both (a keyword 4 does not know stays a plain attribute)
+        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, **YARN}}, "received rope type = 'yarn'"),
+        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "yarn", **YARN}}, "received rope type = 'yarn'"),
+        ({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 2.0}}, "received rope type = 'linear'"),
+        (
+            {
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+                "rope_theta": 1e4,
+                "rope_scaling": {"rope_type": "yarn", **YARN},
+            },
+            "received rope type = 'yarn'",
+        ),  # fmt: skip
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}, "rope_theta": 1e4},
+            r"one RoPE base theta, received rope_theta = 1e\+06 in rope_parameters, rope_theta = 10000 in rope_scaling",
+        ),
+    ],
+)
+def test_rope_is_read_in_both_transformers_spellings(config, match):
+    """Every spelling of RoPE a config carries must say default RoPE with one theta, whatever the
+    transformers version: 4.x keeps YaRN in rope_scaling, and accepting it builds a wrong layer."""
+    from attnlib._checks import check_hf_rope
+
+    with pytest.raises(AttnlibError, match=match):
+        check_hf_rope(SimpleNamespace(**config), "a config")
+    default = {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}, "rope_theta": 5e5, "rope_scaling": None}
+    assert check_hf_rope(SimpleNamespace(**default), "a config") == 5e5
+    assert check_hf_rope(SimpleNamespace(rope_theta=1e6, rope_scaling={"rope_type": "default"}), "a config") == 1e6
+
+
+@pytest.mark.parametrize("spelling", ["installed", "other"])
+def test_from_hf_refuses_a_yarn_deepseek_v3_layer_in_either_spelling(spelling):
+    """A DeepseekV3Attention with YaRN is refused, whether its config says so in the installed
+    transformers' spelling (which its layer reads) or in the other version's."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    sizes = dict(
+        vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+        topk_group=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+        first_k_dense_replace=1,
+    )  # fmt: skip
+    if spelling == "installed":
+        config = transformers.DeepseekV3Config(**sizes, **rope(10000.0, "yarn", **YARN))
+    else:
+        config = transformers.DeepseekV3Config(**sizes, **rope())
+        if V5:  # 4.x's spelling; in 5 rope_scaling is a deprecated alias that writes rope_parameters
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                config.rope_scaling = {"rope_type": "yarn", "rope_theta": 10000.0, **YARN}
+        else:  # 5's spelling: 4.x keeps it as a plain attribute that its layer never reads
+            config.rope_parameters = {"rope_type": "yarn", "rope_theta": 10000.0, **YARN}
+    with pytest.raises(AttnlibError, match=r"rope type = 'default'.*received rope type = 'yarn'"):
+        from_hf(ds.DeepseekV3Attention(config, layer_idx=0))
+
+
 def test_a_config_changed_after_loading_is_a_different_model():
     """The weights alone do not make the model: the same weights with Llama's RoPE base changed give
     other logits (so the equality above tests the config too)."""
@@ -235,7 +299,7 @@ def test_deepseek_v3s_query_norm_becomes_q_latent_norm_not_qk_norm():
         vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
         topk_group=1, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, first_k_dense_replace=1,
+        **rope(), first_k_dense_replace=1,
     )  # fmt: skip
     layer = ds.DeepseekV3Attention(config, layer_idx=0)
     with torch.no_grad():

@@ -10,6 +10,7 @@ import attnlib
 from attnlib import GPT, AttnlibError, GPTConfig, KVCache, MultiHeadLatentAttention
 
 transformers = pytest.importorskip("transformers")
+from _transformers import rope  # noqa: E402
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds  # noqa: E402
 
 D, H, RANK, ROPE, NOPE, V = 32, 4, 16, 8, 12, 10
@@ -20,7 +21,7 @@ def _hf_layer(q_rank, **overrides):
         vocab_size=50, hidden_size=D, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
         num_attention_heads=H, num_key_value_heads=H, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
         topk_group=1, kv_lora_rank=RANK, q_lora_rank=q_rank, qk_rope_head_dim=ROPE, qk_nope_head_dim=NOPE,
-        v_head_dim=V, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, first_k_dense_replace=1,
+        v_head_dim=V, **rope(), first_k_dense_replace=1,
     )  # fmt: skip
     config = transformers.DeepseekV3Config(**{**sizes, **overrides})
     config._attn_implementation = "eager"
@@ -38,7 +39,7 @@ def _hf_run(layer, config, x, start=0, cache=None):
     positions = torch.arange(start, start + T)[None].expand(B, T)
     cos_sin = ds.DeepseekV3RotaryEmbedding(config)(x, positions)
     allowed = attnlib.causal_mask(T, start + T, align="bottom_right")
-    return layer(x, cos_sin, attnlib.float_mask(allowed)[None, None], cache=cache)
+    return layer(x, cos_sin, attnlib.float_mask(allowed)[None, None], cache)  # cache: 4.x past_key_values
 
 
 @pytest.mark.parametrize("q_rank", [None, 24], ids=["uncompressed-q", "compressed-q"])

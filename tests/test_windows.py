@@ -325,12 +325,13 @@ def test_a_sink_takes_weight_and_adds_no_value():
 @pytest.mark.parametrize("layer_type", ["full_attention", "sliding_attention"])
 def test_learned_sinks_equal_transformers_gpt_oss_attention(layer_type):
     transformers = pytest.importorskip("transformers")
+    from _transformers import rope
     from transformers.models.gpt_oss import modeling_gpt_oss as gpt_oss
 
     config = transformers.GptOssConfig(
         vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, sliding_window=3, layer_types=["sliding_attention", "full_attention"],
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, attention_bias=True,
+        **rope(), attention_bias=True,
         num_local_experts=2, num_experts_per_tok=1, intermediate_size=16,
     )  # fmt: skip
     config._attn_implementation = "eager"

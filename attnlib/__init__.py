@@ -162,7 +162,10 @@ The functions are re-exported here, so ``attnlib.softmax`` and
 (``from attnlib.softmax import softmax``) when you want to read them.
 """
 
-from . import examples
+from . import (
+    _floors,  # noqa: F401  first: an ImportError that says what to do on a torch older than 2.5
+    examples,
+)
 from ._validate import AttnlibError
 from .attention import attention, attention_weights
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory

@@ -1,11 +1,17 @@
 # The course's tasks. Every target sets up .venv/ from requirements.txt first (once,
-# and again when requirements.txt or pyproject.toml change).
+# and again when requirements.txt or pyproject.toml change, or when PYTHON is another Python).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# the version of PYTHON, and of the Python that made .venv/ (empty where there is none)
+PY_WANT := $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+PY_HAVE := $(shell $(BIN)/python -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+# the stamp names the Python: a .venv/ made by another one, or left half-made, is made again
+STAMP  := $(VENV)/.installed-$(PY_WANT)
+# JupyterLab refuses to start as root (Docker images, cloud machines) unless told it may
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help book catalogs notebooks notebooks-zh check lint format test lab benchmark clean
+.PHONY: help book catalogs notebooks notebooks-zh check lint format test lab benchmark colab-check clean
 
 help:
 	@echo "make book       build the book, English into _build/html and Chinese into _build/html/zh"
@@ -17,9 +23,17 @@ help:
 	@echo "make test       the whole test suite, as CI runs it (adds nbval strict, the homework tools, the book, the browser)"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make benchmark  run every benchmark in benchmarks/ (timings and memory, not tests)"
+	@echo "make colab-check  every chapter in a Python 3.12 environment with Google Colab's versions (downloads ~3 GB)"
 	@echo "make clean      remove .venv/ and _build/"
 
 $(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "The course needs Python 3.11 or newer (the versions in requirements.txt do);"; \
+	  echo "PYTHON=$(PYTHON) is $(or $(PY_WANT),not a Python that runs here). Name another: make PYTHON=python3.12 $(or $(MAKECMDGOALS),help)"; \
+	  exit 1; }
+	@if [ -e $(VENV) ] && [ "$(PY_HAVE)" != "$(PY_WANT)" ]; then \
+	  echo "$(VENV)/ was made by Python $(or $(PY_HAVE),that does not run) and PYTHON is $(PY_WANT): making $(VENV)/ again"; \
+	  rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -r requirements.txt
 	touch $(STAMP)
@@ -61,10 +75,18 @@ test: $(STAMP) $(AXE)
 	$(BIN)/python -m pytest
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(ROOT_FLAG)
 
 benchmark: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The Colab-like check (tests/colab_like.py): a Python 3.12 environment in _build/colab-like/ with
+# Colab's versions (tests/colab-requirements.txt), attnlib[notebooks] installed as Colab's cell does,
+# every chapter run there under nbval. It needs no .venv/; COLAB_PYTHON names a Python 3.12.
+COLAB_PYTHON ?= python3.12
+
+colab-check:
+	$(PYTHON) tests/colab_like.py --python $(COLAB_PYTHON)
 
 clean:
 	rm -rf $(VENV) _build

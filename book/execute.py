@@ -38,14 +38,23 @@ def repository_url() -> str:
 
 
 def colab_cell_source(url: str | None = None) -> str:
-    """The source of every chapter's first code cell: installs attnlib in Colab, nothing elsewhere."""
+    """The source of every chapter's first code cell: installs attnlib in Colab, nothing elsewhere.
+
+    It runs pip itself, not ``%pip``: the magic does not raise when pip fails (a clone that fails
+    installs nothing), and the chapter would stop later at an import with no word about why."""
     url = url or repository_url()
     return (
-        "# In Colab only: install attnlib (the course's library) and myst-nb (for `glue`).\n"
-        "# On your machine `make lab` has already installed both; this cell then does nothing.\n"
+        "# In Colab only: install attnlib, the course's library, with what the chapters import besides\n"
+        "# (myst-nb for `glue`, transformers for Part III). `make lab` has installed them on your machine.\n"
         "import sys\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install -q "attnlib @ git+{url}" myst-nb'
+        "    import subprocess\n"
+        f'    spec = "attnlib[notebooks] @ git+{url}"\n'
+        '    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], capture_output=True, text=True)\n'
+        "    if pip.returncode != 0:\n"
+        '        raise RuntimeError(f"pip could not install {spec}, so this chapter cannot run. pip said:\\n"\n'
+        '                           f"{pip.stderr.strip()[-1500:]}\\nCheck that the address after git+ opens in a "\n'
+        '                           "browser (it is the course\'s repository), then run this cell again.")'
     )
 
 

@@ -9,6 +9,7 @@ fresh virtual environment outside the repository, shows a missing subpackage or 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,55 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_w
     assert tools.returncode == 0, tools.stderr
     cli = installed_wheel["cli"]
     assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
+
+
+def _colab_cell(url: str) -> str:
+    """A chapter's Colab cell for ``url``, as a script that runs it as Colab would (google.colab imported)."""
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        from execute import colab_cell_source
+    finally:
+        sys.path.remove(str(ROOT / "book"))
+    colab = 'import sys, types\nsys.modules["google.colab"] = types.ModuleType("google.colab")\n'
+    return colab + colab_cell_source(url) + '\nprint("the cell ran")\n'
+
+
+def test_the_colab_cell_stops_with_what_to_do_when_the_install_fails(tmp_path):
+    """A repository that cannot be cloned: the cell raises at once, with pip's error and what to
+    check, rather than going on (``%pip`` would not raise, and the chapter would stop later at an
+    import of a module it never installed)."""
+    script = tmp_path / "cell.py"
+    script.write_text(_colab_cell(f"file://localhost{tmp_path}/no-such-repository.git"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PIP_NO_INDEX": "1"}
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode != 0 and "the cell ran" not in run.stdout
+    assert "RuntimeError: pip could not install attnlib[notebooks] @ git+file://" in run.stderr, run.stderr
+    assert "so this chapter cannot run" in run.stderr and "then run this cell again" in run.stderr
+    assert "no-such-repository" in run.stderr.split("pip said:", 1)[1]  # pip's own error, naming what failed
+
+
+@pytest.mark.slow
+def test_the_colab_cell_installs_attnlib_and_its_notebooks_extra_from_a_real_repository(tmp_path):
+    """The cell against a real git repository (a clone of this one's last commit, served by git as
+    GitHub would): pip clones it, builds attnlib and installs it, with the "notebooks" extra that
+    brings what the chapters import. Into a fresh environment, without the dependencies (PIP_NO_DEPS:
+    no network needed for them), which the installed metadata names."""
+    repository = tmp_path / "course.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(repository)], check=True)
+    subprocess.run(["git", "-C", str(repository), "config", "uploadpack.allowFilter", "true"], check=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    script = tmp_path / "cell.py"
+    script.write_text(_colab_cell(f"file://localhost{repository}"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"PIP_NO_DEPS": "1"}
+    run = subprocess.run([venv / "bin" / "python", script], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0 and "the cell ran" in run.stdout, run.stderr
+    (metadata,) = venv.glob("lib/python*/site-packages/attnlib-*.dist-info/METADATA")
+    requires = [line for line in metadata.read_text().splitlines() if line.startswith("Requires-Dist:")]
+    for needed in ("myst-nb", "transformers"):
+        assert any(needed in line and 'extra == "notebooks"' in line for line in requires), requires
+    (package,) = venv.glob("lib/python*/site-packages/attnlib")
+    assert (package / "check" / "ch16.py").is_file() and (package / "_floors.py").is_file()
 
 
 def test_colab_cells_install_from_the_repository_url_in_config():

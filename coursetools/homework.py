@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import json
+import os
 import re
 import sys
 import tempfile
@@ -353,7 +354,7 @@ def grade_one(path: Path, timeout: float = 30.0, executed: list | None = None) -
                 },
                 resources={"metadata": {"path": tmp}},  # the kernel works in a scratch folder
             )
-            with client.setup_kernel():
+            with client.setup_kernel(env=_kernel_env()):
                 if not _run_cells(client, run, skip, timeout):
                     continue  # stuck: start again without the cell that got it stuck
                 if executed is not None:  # the submission's cells only, not the grader's probes
@@ -364,6 +365,12 @@ def grade_one(path: Path, timeout: float = 30.0, executed: list | None = None) -
                     if results[-1].result == "timeout" and not _responsive(client):
                         break
     return results
+
+
+def _kernel_env() -> dict:
+    """The grader's environment without ``ATTNLIB_LANG``: a submission's language is its own (the
+    Chinese student versions set it in their first cell), whatever the grader's shell says."""
+    return {name: value for name, value in os.environ.items() if name != "ATTNLIB_LANG"}
 
 
 def _run_cells(client, nb, skip: set[int], timeout: float) -> bool:

@@ -22,9 +22,11 @@ selected tests' work only.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,12 +44,24 @@ def temporary_dir(prefix: str) -> Path:
     return path
 
 
+SESSION_START = time.monotonic()
+
+
 def finish(timeout: float = 600) -> None:
-    """At the end of the session: start no more jobs, wait for the running ones, remove their files."""
+    """At the end of the session: start no more jobs, wait for the running ones, remove their files.
+    When each job ran, in seconds from the start of the session, is in _build/test-jobs.log: where
+    the suite's time goes."""
     CANCELLED.set()
+    lines = []
     for job in JOBS.values():
         if job.thread is not None:
             job.thread.join(timeout=timeout)
+            start, end = (job.times.get(k, math.nan) - SESSION_START for k in ("started", "ended"))
+            lines.append(f"{job.name:20} {start:7.1f} s to {end:7.1f} s ({end - start:5.1f} s)")
+    if lines:
+        log = Path(__file__).resolve().parent.parent / "_build" / "test-jobs.log"
+        log.parent.mkdir(exist_ok=True)
+        log.write_text("\n".join(lines) + "\n")
     for path in _TEMPORARY:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -59,6 +73,7 @@ class Job:
         self.thread: threading.Thread | None = None
         self.outcome: dict = {}
         self.items: list[pytest.Item] | None = None
+        self.times: dict[str, float] = {}  # when the work started and ended (time.monotonic)
 
     def start(self, wait_for_book: Callable[[], int | None]) -> None:
         if self.thread is not None:
@@ -73,9 +88,12 @@ class Job:
                         JOBS[name].thread.join()
                 if CANCELLED.is_set():
                     raise RuntimeError("the test session ended before this job started")
+                self.times["started"] = time.monotonic()
                 self.outcome["result"] = self.work()
             except BaseException as e:  # reported by the fixture, in the tests that need the result
                 self.outcome["error"] = e
+            finally:
+                self.times["ended"] = time.monotonic()
 
         self.thread = threading.Thread(target=run, name=f"job {self.name}", daemon=True)
         self.thread.start()

@@ -57,7 +57,8 @@ def build_and_install(work: Path) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     constraints = work / "constraints.txt"
     constraints.write_text("\n".join(requirements_pins()) + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # no ATTNLIB_LANG: a test that sets it (monkeypatch, in the main thread) must not reach this job's runs
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ATTNLIB_LANG")}
     python = env_dir / "bin" / "python"
     subprocess.run(  # --no-compile: no .pyc for every file of every package (torch's alone take seconds)
         [str(python), "-m", "pip", "install", "-q", "--no-compile", "-c", str(constraints), str(wheel)],

@@ -4,13 +4,15 @@ Colab keeps transformers 4.57 (tests/colab-requirements.txt), whose configs spel
 (``rope_theta``, ``rope_scaling``) and whose layers take other arguments. A background job installs
 that transformers, with the huggingface-hub and tokenizers it needs, into a folder of its own and puts
 it first on ``PYTHONPATH``; everything else (torch, attnlib, nbval) is the course's environment. It
-then runs, in one pytest there, chapters 14-16 under nbval strict (the same committed outputs) and
-the tests that compare attnlib with transformers. The full Colab-like check (Python 3.12, Colab's torch,
+then runs, in one pytest there, every chapter that imports transformers (Part III) under nbval
+strict (the same committed outputs) and every test that imports it. The full Colab-like check (Python 3.12, Colab's torch,
 numpy and matplotlib, every chapter) is `make colab-check`, tests/colab_like.py."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -21,18 +23,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("transformers", "huggingface-hub", "tokenizers")
-PART3 = [
-    "notebooks/14_modern_attention.ipynb",
-    "notebooks/15_local_attention.ipynb",
-    "notebooks/16_latent_attention.ipynb",
-    "tests/test_hf.py",
-    "tests/test_windows.py",
-    "tests/test_latent.py",
-    "tests/test_modern.py",
-    "tests/test_check_ch14.py",
-    "tests/test_check_ch15.py",
-    "tests/test_check_ch16.py",
-]
+USES = re.compile(r"^\s*(import transformers|from transformers|\S.*importorskip\(\"transformers\"\))", re.M)
+
+
+def part3() -> list[str]:
+    """The chapters whose code imports transformers, and the tests that import it: what must run under 4.x."""
+    notebooks = [p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if USES.search(_code(p))]
+    tests = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name != Path(__file__).name]
+    tests = [p for p in tests if USES.search(p.read_text(encoding="utf-8"))]
+    return [str(p.relative_to(ROOT)) for p in notebooks + tests]
+
+
+def _code(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
 
 
 def colab_pins() -> list[str]:
@@ -73,7 +77,7 @@ def transformers4() -> dict:
     )  # fmt: skip
     report = work / "junit.xml"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={report}", *PART3],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={report}", *part3()],
         capture_output=True, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     return {"version": version, "run": run, "cases": list(ET.parse(report).getroot().iter("testcase"))}
@@ -97,5 +101,17 @@ def test_part3_runs_under_colabs_transformers_4(transformers4):
     skipped = [(c.get("name"), c.find("skipped").get("message", "")) for c in cases if c.find("skipped") is not None]
     assert all("CUDA" in why for _, why in skipped), skipped  # only the tests that need a GPU
     chapters = {c.get("classname") for c in cases if c.get("classname", "").endswith(".ipynb")}
-    assert chapters == {path.replace("/", ".") for path in PART3 if path.endswith(".ipynb")}, chapters
-    assert sum(c.get("classname", "").endswith(".ipynb") for c in cases) > 60  # every code cell of the three
+    assert chapters == {path.replace("/", ".") for path in part3() if path.endswith(".ipynb")}, chapters
+    assert sum(c.get("classname", "").endswith(".ipynb") for c in cases) > 60  # every code cell of those chapters
+
+
+def test_part3_is_found():
+    """What the job runs: Part III's chapters, from chapter 14 on, and the tests against transformers."""
+    found = part3()
+    assert found[:3] == [
+        f"notebooks/{n}.ipynb" for n in ("14_modern_attention", "15_local_attention", "16_latent_attention")
+    ]
+    assert {"tests/test_hf.py", "tests/test_latent.py", "tests/test_windows.py", "tests/test_check_ch16.py"} <= set(
+        found
+    )
+    assert not any(path.startswith("notebooks/0") for path in found), found

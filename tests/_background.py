@@ -34,6 +34,9 @@ import pytest
 
 JOBS: dict[str, Job] = {}
 CANCELLED = threading.Event()  # set when the session ends: jobs not yet started never start
+# set once the tests that change ATTNLIB_LANG have run (tests/conftest.py runs them first): a job's
+# work reads the language in its own thread, from os.environ, which those tests change for a moment
+LANGUAGE_SETTLED = threading.Event()
 _TEMPORARY: list[Path] = []
 
 
@@ -52,6 +55,7 @@ def finish(timeout: float = 600) -> None:
     When each job ran, in seconds from the start of the session, is in _build/test-jobs.log: where
     the suite's time goes."""
     CANCELLED.set()
+    LANGUAGE_SETTLED.set()  # a run stopped early (-x) releases the jobs still waiting, which then stop
     lines = []
     for job in JOBS.values():
         if job.thread is not None:
@@ -83,6 +87,7 @@ class Job:
             try:
                 if self.after_book:
                     wait_for_book()
+                LANGUAGE_SETTLED.wait()
                 for name in self.after:  # the jobs of this session among them
                     if name in JOBS and JOBS[name].thread is not None:
                         JOBS[name].thread.join()

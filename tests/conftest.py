@@ -3,6 +3,7 @@ tests are collected and run beside them; the background jobs of tests/_backgroun
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -57,12 +58,39 @@ def pytest_collection_modifyitems(session, config, items):
     jobs = [name for name in _background.JOBS if _uses(items, name)]
     waiting = book + [item for name in jobs for item in _uses(items, name) if item not in book]
     chosen = set(map(id, waiting))
-    items[:] = [item for item in items if id(item) not in chosen] + list(dict.fromkeys(waiting))
+    rest = [item for item in items if id(item) not in chosen]
+    # The tests that set ATTNLIB_LANG (os.environ, shared by every thread) run first, and the jobs
+    # start after them: a job's grader, reading the language in its thread, never sees their Chinese.
+    language = [item for item in rest if _sets_language(item)]
+    items[:] = language + [item for item in rest if item not in language] + list(dict.fromkeys(waiting))
+    _LANGUAGE_LEFT.update(item.nodeid for item in language)
+    if not _LANGUAGE_LEFT:
+        _background.LANGUAGE_SETTLED.set()
     if book or any(_background.JOBS[name].needs_book for name in jobs):
         _start_book_build()
     for name in jobs:
         _background.JOBS[name].items = _uses(items, name)
         _background.JOBS[name].start(_wait_for_book)
+
+
+_LANGUAGE_LEFT: set[str] = set()
+
+
+def _sets_language(item) -> bool:
+    path = getattr(item, "path", None)
+    return path is not None and path.suffix == ".py" and 'setenv("ATTNLIB_LANG"' in _source(path)
+
+
+@functools.cache
+def _source(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if nodeid in _LANGUAGE_LEFT:
+        _LANGUAGE_LEFT.discard(nodeid)
+        if not _LANGUAGE_LEFT:
+            _background.LANGUAGE_SETTLED.set()
 
 
 def _wait_for_book() -> int | None:

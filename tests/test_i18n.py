@@ -717,3 +717,27 @@ def test_chinese_notebooks_and_student_versions_set_the_switch_first(tmp_path):
         assert CJK.search(code[0].source.splitlines()[0])  # its comment is Chinese too
     code = [c.source for c in nbformat.read(student, as_version=4).cells if c.cell_type == "code"]
     assert code[1:] == [c.source for c in nbformat.read(english, as_version=4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.slow
+def test_a_submission_is_graded_in_its_own_language(tmp_path, monkeypatch):
+    """The grader's kernels start without ATTNLIB_LANG: an English submission's feedback stays
+    English when the grader's shell asks for Chinese (the Chinese versions set it in their first cell)."""
+    import nbformat
+
+    from coursetools import homework
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
+        "import torch\nfrom attnlib import check",
+        "def one_hot_rows(ids, vocab_size):\n    return (ids[..., None] == torch.arange(vocab_size)).float()",
+        'import os\nprint("ATTNLIB_LANG in the kernel:", os.environ.get("ATTNLIB_LANG"))',
+    )]  # fmt: skip
+    nbformat.write(nb, tmp_path / "01_embeddings.ipynb")
+    monkeypatch.setenv("ATTNLIB_LANG", "zh_CN")
+    executed: list = []
+    results = homework.grade_one(tmp_path / "01_embeddings.ipynb", timeout=60, executed=executed)
+    printed = "".join(o.get("text", "") for o in executed[0].cells[-1].outputs)
+    assert printed == "ATTNLIB_LANG in the kernel: None\n", printed
+    assert {r.exercise: r.points for r in results}["ch01-one-hot"] == 1

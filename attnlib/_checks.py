@@ -632,7 +632,8 @@ def check_hf_rope(c, what: str) -> float:
     transformers 5 keeps RoPE in ``rope_parameters``, 4 in ``rope_theta`` and ``rope_scaling`` (where
     Llama 3.1's "llama3" scaling and YaRN live). A config can carry both spellings (a keyword that
     transformers 4 does not know becomes a plain attribute), and a model reads only its own: every
-    spelling present must say default RoPE, with one base theta.
+    spelling present must say default RoPE, with one base theta (10000, transformers' default, where
+    neither spelling gives one).
     """
     spellings = {}
     if getattr(c, "rope_parameters", None):

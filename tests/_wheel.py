@@ -35,10 +35,10 @@ def requirements_pins() -> list[str]:
     return pins
 
 
-def build_and_install(work: Path) -> Installed:
-    """Build the wheel from a copy holding only its sources (nothing else of the checkout helps),
-    then install it into a new virtual environment, dependencies resolved by pip from the wheel's
-    metadata and held to the course's pins."""
+def build_wheel(work: Path, python: Path | str = sys.executable, isolated: bool = False, env=None) -> Path:
+    """attnlib's wheel, built in ``work`` from a copy holding only its sources (nothing else of the
+    checkout helps, and setuptools writes its build/ into the copy). ``isolated``: let pip fetch the
+    build backend (a ``python`` without setuptools); else the running environment's is used."""
     src = work / "src"
     src.mkdir(parents=True)
     for name in ("pyproject.toml", "README.md"):
@@ -46,13 +46,22 @@ def build_and_install(work: Path) -> Installed:
     for package in ("attnlib", "coursetools"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     dist = work / "dist"
+    isolation = [] if isolated else ["--no-build-isolation"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
+        [str(python), "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(dist), str(src)],
         check=True,
         cwd=work,
         capture_output=True,
+        env=env,
     )
     (wheel,) = dist.glob("attnlib-*.whl")
+    return wheel
+
+
+def build_and_install(work: Path) -> Installed:
+    """Build the wheel, then install it into a new virtual environment, dependencies resolved by pip
+    from the wheel's metadata and held to the course's pins."""
+    wheel = build_wheel(work)
     env_dir = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     constraints = work / "constraints.txt"

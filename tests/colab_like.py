@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _wheel  # tests/_wheel.py, beside this script: the test suite's wheel build
+
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "tests" / "colab-requirements.txt"
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -150,15 +152,12 @@ def make_env(python: str, env_dir: Path) -> Path:
 
 def install_attnlib(venv_python: Path, work: Path):
     """Step 2, and step 3's tools: attnlib[notebooks] from a wheel of this checkout, held to Colab's versions."""
-    src = work / "src"  # the wheel is built from a copy: setuptools writes build/ into what it builds
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, src / name)
-    for package in ("attnlib", "coursetools"):
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    try:  # the venv's pip builds it, fetching the build backend (a fresh venv has no setuptools)
+        wheel = _wheel.build_wheel(work, os.path.abspath(venv_python), isolated=True, env=clean_env())
+    except subprocess.CalledProcessError as e:
+        print(e.stdout, e.stderr, sep="\n", file=sys.stderr)
+        fail("attnlib's wheel could not be built; pip's error is above.")
     pip = [venv_python, "-m", "pip"]
-    run(pip + ["wheel", "--no-deps", "-q", "-w", work / "dist", src], capture=True, env=clean_env())
-    (wheel,) = (work / "dist").glob("attnlib-*.whl")
     run(pip + ["uninstall", "-q", "-y", "attnlib"], capture=True, env=clean_env())  # a reused venv's old one
     result = subprocess.run(
         [str(c) for c in pip + ["install", "-q", "-c", REQUIREMENTS, f"{wheel}[notebooks]"]],

@@ -106,15 +106,20 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_w
     assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
 
 
-def _colab_cell(url: str) -> str:
-    """A chapter's Colab cell for ``url``, as a script that runs it as Colab would (google.colab imported)."""
+def _execute():
+    """book/execute.py, which writes every chapter's Colab cell."""
     sys.path.insert(0, str(ROOT / "book"))
     try:
-        from execute import colab_cell_source
+        import execute
     finally:
         sys.path.remove(str(ROOT / "book"))
+    return execute
+
+
+def _colab_cell(url: str) -> str:
+    """A chapter's Colab cell for ``url``, as a script that runs it as Colab would (google.colab imported)."""
     colab = 'import sys, types\nsys.modules["google.colab"] = types.ModuleType("google.colab")\n'
-    return colab + colab_cell_source(url) + '\nprint("the cell ran")\n'
+    return colab + _execute().colab_cell_source(url) + '\nprint("the cell ran")\n'
 
 
 def test_the_colab_cell_stops_with_what_to_do_when_the_install_fails(tmp_path):
@@ -158,11 +163,7 @@ def test_the_colab_cell_installs_attnlib_and_its_notebooks_extra_from_a_real_rep
 def test_colab_cells_install_from_the_repository_url_in_config():
     """The repository URL is written once, in _config.yml (repository: url:); every chapter's
     Colab cell is the one book/execute.py writes from it (`make notebooks` rewrites them)."""
-    sys.path.insert(0, str(ROOT / "book"))
-    try:
-        from execute import colab_cell_source, is_colab_cell
-    finally:
-        sys.path.remove(str(ROOT / "book"))
+    colab_cell_source, is_colab_cell = _execute().colab_cell_source, _execute().is_colab_cell
     import nbformat
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]

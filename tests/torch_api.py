@@ -167,6 +167,23 @@ def uses(root: Path = ROOT) -> dict[str, Use]:
 #   accepted, unless one of the defs takes **kwargs.
 
 
+def _defines(stmt: ast.stmt, name: str, found: Found, classes: list, init: bool = False) -> bool:
+    """Whether ``stmt`` is a def or a class named ``name``. If so, ``found`` exists and takes the def's
+    parameters (a class's ``__init__``'s, with ``init``), and a class joins ``classes``."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+        found.exists = True
+        found.merge(stmt)
+        return True
+    if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+        found.exists = True
+        classes.append(stmt)
+        for method in stmt.body if init else ():
+            if isinstance(method, ast.FunctionDef) and method.name == "__init__":
+                found.merge(method)
+        return True
+    return False
+
+
 def _top_level(body: list[ast.stmt]) -> Iterable[ast.stmt]:
     """The statements of a module body, including those inside top-level if/try/with blocks."""
     for stmt in body:
@@ -235,16 +252,9 @@ class Wheel:
         classes = []
         for tree in self.trees(module):
             for stmt in _top_level(tree.body):
-                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                    found.exists = True
-                    found.merge(stmt)
-                elif isinstance(stmt, ast.ClassDef) and stmt.name == name:
-                    found.exists = True
-                    classes.append(stmt)
-                    for init in stmt.body:
-                        if isinstance(init, ast.FunctionDef) and init.name == "__init__":
-                            found.merge(init)
-                elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                if _defines(stmt, name, found, classes, init=True):
+                    continue
+                if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     for target in targets:
                         for t in ast.walk(target):
@@ -304,13 +314,9 @@ class Wheel:
             classes = []
             for cls in inner:
                 for stmt in cls.body:
-                    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == attr:
-                        found.exists = True
-                        found.merge(stmt)
-                    elif isinstance(stmt, ast.ClassDef) and stmt.name == attr:
-                        found.exists = True
-                        classes.append(stmt)
-                    elif isinstance(stmt, ast.Assign | ast.AnnAssign):
+                    if _defines(stmt, attr, found, classes):
+                        continue
+                    if isinstance(stmt, ast.Assign | ast.AnnAssign):
                         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                         if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
                             found.exists = True

@@ -78,6 +78,7 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $(ROOT_FLAG)
 
 benchmark: $(STAMP)
+	$(BIN)/python -m pip install --no-deps -r benchmarks/requirements.txt
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # The Colab-like check (tests/colab_like.py): a Python 3.12 environment in _build/colab-like/ with

@@ -16,8 +16,10 @@ Chapter                         Module          Functions
 4 Masking                       ``masks``       ``causal_mask``, ``padding_mask``, ``float_mask``
 5 Softmax and the values        ``softmax``,    ``softmax``; ``attention``, ``attention_weights``
                                 ``attention``
-6 Multi-head attention          ``multihead``   ``split_heads``, ``merge_heads``, ``MultiHeadAttention``
-                                                (``MultiHeadAttention.from_torch``)
+6 Multi-head attention          ``heads``,      ``split_heads``, ``merge_heads``;
+                                ``multihead``   ``MultiHeadAttention`` (``from_torch``); ``forward``'s steps, one
+                                                method each: ``project``, ``normalize``, ``place``,
+                                                ``append``, ``build_mask``, ``place_in_cache``, ``attend``
 7 Counting parameters           ``model``,      ``GPTConfig``, ``GPT2_SMALL`` ... ``GPT2_XL``,
                                 ``params``      ``GPT3_175B``, ``TransformerBlock``, ``GPT``;
                                                 ``attention_params``, ``mlp_params``,
@@ -29,27 +31,32 @@ Chapter                         Module          Functions
                                 ``model``       ``GPT.pos_emb`` (learned positions)
 10 Watching attention learn     ``train``,      ``reverse_batch``, ``next_token_loss``, ``train`` (``callback=``);
                                 ``model``,      ``GPT.forward(ids, need_weights=True)``;
-                                ``live``        ``plot.live_model`` (the trained model run in the page)
+                                ``views.live``  ``plot.live_model`` (the trained model run in the page)
 11 What attention costs         ``cost``        ``attention_flops``, ``attention_memory``, ``loglog_slope``,
                                                 ``peak_memory`` (measured, CPU or CUDA)
-12 Generating with a KV cache   ``model``,      ``GPT.generate``, ``GPTConfig(n_kv_heads=...)``;
+12 Generating with a KV cache   ``generation``, ``GPT.generate`` (``generation.generate``, ``new_caches``);
+                                ``model``,      ``GPTConfig(n_kv_heads=...)``;
                                 ``kv_cache``,   ``KVCache``;
                                 ``multihead``,  ``repeat_kv``, ``MultiHeadAttention(n_kv_heads=...)``;
                                 ``masks``,      ``causal_mask(..., align="bottom_right")``;
                                 ``params``,     ``kv_cache_bytes``;
-                                ``linear``      ``Linear`` (``nn.Linear``, one token's product on every core)
+                                ``linear``      ``Linear`` (``nn.Linear`` itself, attnlib's name for it)
 13 Attention in tiles           ``tiled``       ``tiled_attention``, ``online_softmax``, ``tile_plan``;
                                 ``cost``,       ``peak_memory`` (chapter 11's, reused);
-                                ``player``      ``plot.online_softmax_player`` (m, l and o, tile by tile)
+                                ``views``       ``plot.online_softmax_player`` (m, l and o, tile by tile),
+                                                in ``views.player``
 14 The layer of today's models  ``model``,      ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu",
                                                 d_head=..., qk_norm=...)``, ``SwiGLU``, ``LLAMA3_8B``, ``QWEN3_8B``;
                                 ``multihead``,  ``MultiHeadAttention(rope=True, qk_norm=True, d_head=...)``;
-                                ``positions``,  ``apply_rope(x, positions (..., T))``;
+                                ``positions``,  ``apply_rope(x, positions (..., T))``; ``RoPE``, ``NoPE`` (a layer's
+                                                positions, one object: ``MultiHeadAttention.pos_enc``);
                                 ``hf``          ``from_hf`` (a ``transformers`` model's weights),
                                                 ``rotate_half_to_interleaved``
 15 Windows, sinks and masks     ``masks``,      ``sliding_window_mask``;
    as functions                 ``kv_cache``,   ``KVCache(window=..., sinks=...)`` (rolling, StreamingLLM);
-                                ``multihead``,  ``MultiHeadAttention(sliding_window=..., learned_sinks=True)``;
+                                ``multihead``,  ``MultiHeadAttention(sliding_window=..., learned_sinks=True)``,
+                                                ``forward(..., positions="in_cache")`` (StreamingLLM),
+                                                ``softmax_with_sink``;
                                 ``model``,      ``GPTConfig(sliding_window=..., layer_types=..., learned_sinks=...)``;
                                 ``flex``        ``causal_mod``, ``sliding_window_mod``, ``prefix_lm_mod``,
                                                 ``document_mod``, ``alibi_mod``, ``softcap_mod`` (for
@@ -57,17 +64,18 @@ Chapter                         Module          Functions
                                                 tables: ``prefix_lm_mask``, ``document_mask``,
                                                 ``alibi_slopes``, ``alibi_bias``
 16 Latent attention            ``latent``,     ``MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, ...,
-                                                absorb=False)``;
-                                ``model``,      ``GPTConfig(attention="mla", kv_rank=..., q_rank=..., d_head_rope=...,
-                                                d_head_v=...)``;
+                                                absorb=False)``, ``LatentCache``;
+                                ``model``,      ``GPTConfig(attention="mla", kv_rank=..., q_rank=..., d_head_nope=...,
+                                                d_head_rope=..., d_head_v=...)``;
                                 ``params``,     ``mla_params``, ``kv_cache_bytes`` (MLA: ``kv_rank + d_head_rope``);
                                 ``hf``          ``from_hf(DeepseekV3Attention)``
-every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``,
-                                                ``attention_heatmap``, ``heads_grid``, ``overview``,
-                                                ``loss_curve``, ``scaling``; ``localize`` (a figure's
-                                                own words in the reader's language)
-every chapter's explorer        ``explore``     ``plot.explore`` (point at a query, see where it looks:
-                                                heads, layers, training steps, masks)
+every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``, ``attention_heatmap``,
+                                                ``heads_grid`` (``plot.matrices``); ``overview`` (``plot.diagram``);
+                                                ``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``
+                                                (``plot.curves``); ``localize`` (a figure's own words in the
+                                                reader's language), ``STYLE``, ``CHINESE_FONTS`` (``plot.style``)
+every chapter's explorer        ``views``       ``plot.explore`` in ``views.explore`` (point at a query, see where
+                                                it looks: heads, layers, training steps, masks)
 shared worked data              ``examples``    ``illustrated``, ``sentence_embeddings``, ``CORPUS``
 every chapter's exercises       ``check``       one checker per coding exercise, ``CHECKS``
 in Chinese                      ``i18n``        ``ATTNLIB_LANG=zh_CN``: checker, grader and figure words from a catalog
@@ -105,8 +113,7 @@ The API, with shapes::
         GPT.forward(ids, need_weights=True) -> (logits, [weights (B, n_heads, T, T), one per layer])
         GPT.forward(ids (B, T), kv_cache=[KVCache() per block])     # ids: the next T tokens only
         GPT.generate(ids (B, T0), max_new_tokens, use_cache=True) -> (B, T0 + max_new_tokens)  # greedy
-    Linear(d_in, d_out, bias=True)   # nn.Linear; one row x: W's rows in row_blocks(d_out) blocks, one bmm
-        linear.hold_row_blocks(model)   # with-block: every Linear's blocks made once (GPT.generate)
+    Linear(d_in, d_out, bias=True)   # nn.Linear itself: the name attnlib's layers build their matrices with
     GPTConfig(..., positions="learned"|"rope"|"none", rope_base=10000.0, norm="layernorm"|"rmsnorm",
               norm_eps=1e-5, mlp="gelu"|"swiglu", d_head=None, qk_norm=False); LLAMA3_8B, QWEN3_8B
     MultiHeadAttention(d_model, n_heads, ..., d_head=None, rope=False, rope_base=10000.0, qk_norm=False)
@@ -124,6 +131,8 @@ The API, with shapes::
     MultiHeadAttention(..., sliding_window=None, learned_sinks=False)   # .sinks: (n_heads,) logits
     GPTConfig(..., sliding_window=None, layer_types=None ("full"|"sliding" per layer), learned_sinks=False)
     GPT.generate(ids, max_new_tokens, cache_window=None, cache_sinks=0)   # StreamingLLM past context_length
+    MultiHeadAttention.forward(..., kv_cache=KVCache(window=w, sinks=s), positions="in_cache")   # RoPE within the cache
+    GPT.forward(ids, kv_cache=[...], positions="in_cache")           # the same in every full-attention RoPE layer
     causal_mod(b, h, q_idx, kv_idx) -> bool; sliding_window_mod(w), prefix_lm_mod(p), document_mod(ids (B, T))
     alibi_mod(slopes (n_heads,)), softcap_mod(cap): score_mod(score, b, h, q_idx, kv_idx) -> score
     mask_from_mod(mask_mod, T_q, T_k=None, B=1, n_heads=1) -> bool (T_q, T_k) or (B, n_heads, T_q, T_k)
@@ -131,12 +140,16 @@ The API, with shapes::
     MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, d_head_nope=None, d_head_rope=None,
                              d_head_v=None, rope_base=10000.0, absorb=False)
         .forward(x (B, T, d_model), positions=None, is_causal=False, need_weights=True, kv_cache=None)
-        # its KVCache: k = the latent (B, 1, T, kv_rank), v = the rotated key (B, 1, T, d_head_rope)
-    GPTConfig(..., attention="mha"|"mla", kv_rank=None, q_rank=None, d_head_rope=None, d_head_v=None)
+        # kv_cache=LatentCache(): .c the latents (B, 1, T, kv_rank), .k_rope the rotated keys (B, 1, T, d_head_rope)
+    LatentCache(max_tokens=None): .update(c_new, k_rope_new) -> (c, k_rope)
+                                  # .nbytes: B T (kv_rank + d_head_rope) numbers
+    GPTConfig(..., attention="mha"|"mla", kv_rank=None, q_rank=None, d_head_nope=None, d_head_rope=None, d_head_v=None)
     mla_params(d_model, n_heads, kv_rank, q_rank, d_head_nope, d_head_rope, d_head_v) -> int
     sinusoidal_positions(T, d_model) -> (T, d_model)   # PE[p, 2i] = sin(p / 10000^(2i/d_model)), 2i+1: cos
     apply_rope(x (..., T, d_head), positions (T,) = None, base=10000.0) -> x's shape
                                   # pair (2i, 2i+1) at position m rotated by m base^(-2i/d_head)
+    RoPE(d_head, base=10000.0)(x, positions) = apply_rope(x, positions, base)   # cos, sin once per length
+    NoPE()(x, positions) = x                      # MultiHeadAttention.pos_enc: RoPE with rope=True, else NoPE
     reverse_batch(batch_size, length, vocab_size, generator=None)   # digits | digits reversed
         -> (ids, targets, mask), each (B, 2 length + 1); targets = ids shifted left, -100 at the end
     next_token_loss(logits (B, T, vocab_size), targets (B, T), mask (B, T) bool = None) -> ()
@@ -185,7 +198,7 @@ from .flex import (
 )
 from .hf import from_hf
 from .kv_cache import KVCache
-from .latent import MultiHeadLatentAttention
+from .latent import LatentCache, MultiHeadLatentAttention
 from .linear import Linear
 from .masks import causal_mask, float_mask, padding_mask, sliding_window_mask
 from .model import (
@@ -279,6 +292,7 @@ __all__ = [
     "gpt_params",
     "count_params",
     "KVCache",
+    "LatentCache",
     "repeat_kv",
     "kv_cache_bytes",
     "sinusoidal_positions",

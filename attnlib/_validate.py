@@ -13,9 +13,10 @@ The helpers are grouped by the kind of argument they check:
 3. tensors: type, dtype, rank, integer values in a range, an axis;
 4. sizes: heads that divide the width, block sizes, cached tokens.
 
-The checks of arguments that belong to one function or one layer (queries and keys,
-masks, token ids, KV caches, models, training) are in ``attnlib/_checks.py``, built
-from these.
+The checks of arguments that belong to one function or one layer are built from these:
+queries and keys, masks, token ids, KV caches, positions and training in
+``attnlib/_checks.py``; layers and models in ``attnlib/_layer_checks.py``; the models that
+``from_hf`` converts in ``attnlib/_hf_checks.py``.
 
 ``ensure_<kind>(name, x, ...)`` checks one argument and returns it;
 ``check_<what>(...)`` checks several arguments that depend on one another.

@@ -60,6 +60,20 @@ def attention_weights(
     check_qk(q, k)
     T_q, T_k = q.shape[-2], k.shape[-2]
     check_mask(attn_mask, is_causal, batch_shape(("q", q), ("k", k)) + (T_q, T_k), q.device)
+    return softmax(masked_scores(q, k, attn_mask, is_causal, scale), dim=-1)  # (..., T_q, T_k), over the keys
+
+
+def masked_scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The scores before the softmax: ``q k^T * scale + M``, ``M`` 0 where a key may be attended and
+    ``-inf`` where it may not (a float mask is added as it is). Arguments as :func:`attention_weights`,
+    unchecked; returns ``(..., T_q, T_k)``."""
+    T_q, T_k = q.shape[-2], k.shape[-2]
     scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
     if is_causal and T_q and T_k:  # an empty side needs no mask: T_k = 0 gives zeros, as in SDPA
         attn_mask = causal_mask(T_q, T_k, device=q.device)  # (T_q, T_k)
@@ -67,7 +81,7 @@ def attention_weights(
         scores = scores.masked_fill(~attn_mask, float("-inf"))  # blocked keys -> -inf
     elif attn_mask is not None:
         scores = scores + attn_mask.to(scores.dtype)  # float mask: added to the scores
-    return softmax(scores, dim=-1)  # (..., T_q, T_k), softmax over the keys
+    return scores
 
 
 def attention(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_hf_config, check_hf_mla_config, check_hf_model
+from ._hf_checks import check_hf_config, check_hf_mla_config, check_hf_model
 from .latent import MultiHeadLatentAttention
 from .model import GPT, GPTConfig
 

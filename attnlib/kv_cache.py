@@ -47,12 +47,14 @@ class KVCache:
     :attr:`positions` are the held tokens' positions in the sequence, :attr:`seen` how many
     tokens have passed through.
 
-    How ``MultiHeadAttention`` uses it depends on the layer. A layer with a ``sliding_window``
-    never attends further back than its window, so a rolling cache of at least that window is
-    exact: every token keeps its own position. A full-attention layer with a rolling cache is
-    StreamingLLM's approximation, and, as in the paper (section 3.2), RoPE positions are then
-    counted **within the cache**: keys are cached before the rotation and rotated by their index
-    in the cache at every step, so positions stay below ``s + w`` however long the generation.
+    A layer with a ``sliding_window`` never attends further back than its window, so a rolling
+    cache of at least that window is exact: every token keeps its own position. On a
+    full-attention layer a rolling cache is StreamingLLM's approximation. Where its RoPE positions
+    come from is the caller's choice, not the cache's: by default every key is rotated at its own
+    position before it is cached; ``MultiHeadAttention.forward(..., positions="in_cache")`` counts
+    them **within the cache**, as the paper does (section 3.2): keys are cached before the rotation
+    and rotated by their index in the cache at every step, so positions stay below ``s + w``
+    however long the generation (``GPT.generate(..., cache_window=w)`` asks for it).
 
     Args:
         max_tokens: room to allocate ahead (chapter 12); ``None`` (default): grow.
@@ -108,10 +110,7 @@ class KVCache:
 
     def __repr__(self) -> str:
         rolling = "" if self.window is None else f", window={self.window}, sinks={self.sinks}, seen={self.seen}"
-        if self.k is not None and self.v.shape != self.k.shape:  # MLA: a latent and a rotated key
-            shapes = f"k of shape {tuple(self.k.shape)}, v of shape {tuple(self.v.shape)}"
-        else:
-            shapes = f"k and v of shape {None if self.k is None else tuple(self.k.shape)}"
+        shapes = f"k and v of shape {None if self.k is None else tuple(self.k.shape)}"
         return f"KVCache(T_cached={len(self)}, {shapes}{rolling})"
 
     def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +119,7 @@ class KVCache:
         Args:
             k_new, v_new: shape ``(B, n_kv_heads, T_new, d_head)``, the same ``B``,
                 ``n_kv_heads``, ``d_head``, dtype and device as what is cached. (``v_new`` may
-                have another last width: chapter 16's MLA caches its latent and rotated key.)
+                have another last width, ``d_v``: values need not be as wide as keys.)
 
         Returns:
             ``(k, v)``, each ``(B, n_kv_heads, T_cached + T_new, d_head)``: the cached tokens first,

@@ -35,15 +35,149 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_mla_inputs, check_mla_options
+from ._layer_checks import check_mla_inputs, check_mla_options
+from ._validate import describe, ensure_float, ensure_int, fail
 from .attention import attention_weights
-from .kv_cache import KVCache
 from .linear import Linear
 from .masks import causal_mask
 from .multihead import merge_heads, split_heads
 from .positions import apply_rope
 
-__all__ = ["MultiHeadLatentAttention"]
+__all__ = ["LatentCache", "MultiHeadLatentAttention"]
+
+
+class LatentCache:
+    """What one MLA layer keeps of the tokens it has seen: their latents ``c`` and rotated keys ``k_rope``.
+
+    Chapter 12's :class:`~attnlib.kv_cache.KVCache` keeps every key/value head's key and value; an MLA
+    layer expands those from the latent at every step, so it caches only what it cannot recompute::
+
+        c      = RMSNorm(x W_DKV)             # (B, 1, T_cached, kv_rank):     the latent
+        k_rope = RoPE(x W_KR)                 # (B, 1, T_cached, d_head_rope): the rotated key
+
+    The axis of width 1 is the heads' axis: one latent and one rotated key serve every head (as
+    multi-query attention's single key head does), and they broadcast against the queries
+    ``(B, n_heads, T, ...)``. Memory: ``kv_rank + d_head_rope`` numbers per token and layer,
+    whatever the number of heads (DeepSeek-V2's Table 1), so ``B T_cached (kv_rank + d_head_rope)``
+    numbers (:attr:`nbytes`), :func:`attnlib.kv_cache_bytes`'s count for MLA. A GPT with
+    ``attention="mla"`` keeps one ``LatentCache`` per block: ``[LatentCache() for _ in model.blocks]``.
+
+    ``LatentCache()`` grows with ``torch.cat``; ``LatentCache(max_tokens=T_max)`` allocates room for
+    ``T_max`` tokens at the first update and writes each step's rows into it in place (as
+    ``KVCache(max_tokens=...)``; ``GPT.generate`` uses that form). It keeps every token: MLA's layer
+    attends to all of them (chapter 15's rolling caches are multi-head attention's), so :attr:`window`
+    is always None and :attr:`seen` equals ``len(cache)``.
+
+    Args:
+        max_tokens: room to allocate ahead; ``None`` (default): grow.
+
+    Example:
+        >>> cache = LatentCache()
+        >>> c, k_rope = cache.update(torch.zeros(2, 1, 3, 8), torch.zeros(2, 1, 3, 4))  # 3 tokens
+        >>> c, k_rope = cache.update(torch.ones(2, 1, 1, 8), torch.ones(2, 1, 1, 4))    # 1 more
+        >>> len(cache), tuple(c.shape), tuple(k_rope.shape)
+        (4, (2, 1, 4, 8), (2, 1, 4, 4))
+        >>> cache.nbytes                                  # B T (kv_rank + d_head_rope) = 2*4*(8+4) floats of 4 bytes
+        384
+        >>> cache
+        LatentCache(T_cached=4, c of shape (2, 1, 4, 8), k_rope of shape (2, 1, 4, 4))
+        >>> ahead = LatentCache(max_tokens=6)             # room for 6 tokens, allocated once
+        >>> _ = ahead.update(torch.zeros(2, 1, 3, 8), torch.zeros(2, 1, 3, 4))
+        >>> c, _ = ahead.update(torch.ones(2, 1, 1, 8), torch.ones(2, 1, 1, 4))
+        >>> torch.equal(c, cache.c), len(ahead), ahead.nbytes
+        (True, 4, 384)
+    """
+
+    window = None  # MLA's cache never rolls: a GPT's checks read it as they read a KVCache's
+
+    def __init__(self, max_tokens: int | None = None):
+        self.max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
+        self.c: torch.Tensor | None = None  # (B, 1, T_cached, kv_rank): the latents
+        self.k_rope: torch.Tensor | None = None  # (B, 1, T_cached, d_head_rope): the rotated keys
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, 1, max_tokens, width) each
+
+    def __len__(self) -> int:
+        """The number of cached tokens, ``T_cached``."""
+        return 0 if self.c is None else self.c.shape[2]
+
+    @property
+    def seen(self) -> int:
+        """The tokens appended so far, all of them held: the position of the next one."""
+        return len(self)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the cached latents and rotated keys, ``T_cached`` tokens (as ``KVCache.nbytes``, the
+        rows held, not a ``max_tokens`` cache's room): ``B T_cached (kv_rank + d_head_rope)`` numbers."""
+        return 0 if self.c is None else self.c.nbytes + self.k_rope.nbytes
+
+    def __repr__(self) -> str:
+        if self.c is None:
+            return "LatentCache(T_cached=0, c and k_rope of shape None)"
+        return (
+            f"LatentCache(T_cached={len(self)}, c of shape {tuple(self.c.shape)}, "
+            f"k_rope of shape {tuple(self.k_rope.shape)})"
+        )
+
+    def update(self, c_new: torch.Tensor, k_rope_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' latents and rotated keys; return all of them.
+
+        Args:
+            c_new: the new latents ``(B, 1, T_new, kv_rank)``.
+            k_rope_new: the new rotated keys ``(B, 1, T_new, d_head_rope)``; both with the ``B``,
+                widths, dtype and device of what is cached.
+
+        Returns:
+            ``(c, k_rope)``, ``(B, 1, T_cached + T_new, kv_rank)`` and ``(B, 1, T_cached + T_new,
+            d_head_rope)``: the cached tokens first, what the new tokens attend to.
+        """
+        _check_latent_update(self, c_new, k_rope_new)
+        T, T_new = len(self), c_new.shape[2]
+        if self.max_tokens is None:  # grow: copy what is cached and the new rows into new tensors
+            self.c = c_new if self.c is None else torch.cat([self.c, c_new], dim=2)  # (B, 1, T + T_new, kv_rank)
+            self.k_rope = k_rope_new if self.k_rope is None else torch.cat([self.k_rope, k_rope_new], dim=2)
+            return self.c, self.k_rope
+        if self._buffers is None:  # the first update allocates room for max_tokens tokens
+            self._buffers = tuple(t.new_empty(t.shape[0], 1, self.max_tokens, t.shape[3]) for t in (c_new, k_rope_new))
+        c_buf, k_buf = self._buffers
+        c_buf[:, :, T : T + T_new] = c_new  # write the new rows in place: (B, 1, T_new, kv_rank)
+        k_buf[:, :, T : T + T_new] = k_rope_new
+        self.c, self.k_rope = c_buf[:, :, : T + T_new], k_buf[:, :, : T + T_new]  # views of the first T + T_new rows
+        return self.c, self.k_rope
+
+
+def _check_latent_update(cache: LatentCache, c_new, k_rope_new) -> None:
+    """``c_new`` ``(B, 1, T_new, kv_rank)`` and ``k_rope_new`` ``(B, 1, T_new, d_head_rope)``, floating
+    point, alike in ``B``, ``T_new``, dtype and device; after a first update, like what is cached; room left."""
+    for name, t, width in (("c_new", c_new, "kv_rank"), ("k_rope_new", k_rope_new, "d_head_rope")):
+        ensure_float(name, t)
+        if t.dim() != 4 or t.shape[1] != 1:
+            raise fail(name, f"a tensor of shape (B, 1, T_new, {width}): one for every head", describe(t))
+    if c_new.shape[:3] != k_rope_new.shape[:3] or c_new.dtype != k_rope_new.dtype or c_new.device != k_rope_new.device:
+        raise fail(
+            "k_rope_new",
+            f"the B and T_new of c_new, {tuple(c_new.shape[:3])}, its dtype {c_new.dtype} and device {c_new.device}",
+            f"{describe(k_rope_new)} on {k_rope_new.device}",
+        )
+    if cache.c is not None:
+        for name, t, held in (("c_new", c_new, cache.c), ("k_rope_new", k_rope_new, cache.k_rope)):
+            if (
+                t.shape[0] != held.shape[0]
+                or t.shape[3] != held.shape[3]
+                or (t.dtype, t.device) != (held.dtype, held.device)
+            ):
+                raise fail(
+                    name,
+                    f"B = {held.shape[0]}, width {held.shape[3]}, dtype {held.dtype} on {held.device} (what is cached)",
+                    f"{describe(t)} on {t.device}",
+                )
+    if cache.max_tokens is not None and len(cache) + c_new.shape[2] > cache.max_tokens:
+        raise fail(
+            "c_new",
+            f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
+            f"max_tokens={cache.max_tokens} and holds {len(cache)})",
+            f"T_new = {c_new.shape[2]}",
+        )
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -58,8 +192,8 @@ class MultiHeadLatentAttention(nn.Module):
     ``(kv_rank -> n_heads d_head_v)``, ``w_o`` ``(n_heads d_head_v -> d_model)``; every projection
     without bias.
 
-    A :class:`~attnlib.kv_cache.KVCache` given to ``forward`` holds the latent ``c`` as its ``k``
-    ``(B, 1, T, kv_rank)`` and the rotated key as its ``v`` ``(B, 1, T, d_head_rope)``: ``kv_rank +
+    Its cache is a :class:`LatentCache`, not a ``KVCache``: it holds the latents ``c``
+    ``(B, 1, T, kv_rank)`` and the rotated keys ``k_rope`` ``(B, 1, T, d_head_rope)``, ``kv_rank +
     d_head_rope`` numbers per token and layer, whatever the number of heads.
 
     Args:
@@ -128,7 +262,7 @@ class MultiHeadLatentAttention(nn.Module):
         positions: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = True,
-        kv_cache: KVCache | None = None,
+        kv_cache: LatentCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Self-attention of ``x`` ``(B, T, d_model)``, as ``MultiHeadAttention.forward``.
 
@@ -138,13 +272,14 @@ class MultiHeadLatentAttention(nn.Module):
             is_causal: position ``i`` attends to ``0 .. i`` (bottom-right aligned after a cache).
             need_weights: True (default) computes the weights step by step and returns them;
                 False uses ``F.scaled_dot_product_attention`` (not with ``absorb``) and returns None.
-            kv_cache: a :class:`~attnlib.kv_cache.KVCache`: the latents and rotated keys of the new
-                tokens are appended, and the queries attend to every cached token.
+            kv_cache: a :class:`LatentCache` (not a ``KVCache``: MLA caches a latent, not keys and
+                values): the latents and rotated keys of the new tokens are appended, and the
+                queries attend to every cached token.
 
         Returns:
             ``(out (B, T, d_model), weights (B, n_heads, T, T_k) or None)``.
         """
-        check_mla_inputs(self, x, positions, is_causal, need_weights, kv_cache)
+        check_mla_inputs(self, x, positions, is_causal, need_weights, kv_cache, LatentCache)
         B, T, _ = x.shape
         T_cached = 0 if kv_cache is None else len(kv_cache)
         pos = torch.arange(T_cached, T_cached + T, device=x.device) if positions is None else positions

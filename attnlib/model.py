@@ -38,14 +38,14 @@ from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from ._checks import check_generate, check_gpt_config, check_gpt_ids, renamed
+from ._layer_checks import check_gpt_config, check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
+from .generation import generate
 from .kv_cache import KVCache
 from .latent import MultiHeadLatentAttention
-from .linear import Linear, hold_row_blocks
-from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .linear import Linear
+from .multihead import MultiHeadAttention
 
 __all__ = [
     "GPTConfig",
@@ -104,9 +104,10 @@ class GPTConfig:
         attention: ``"mha"`` (default: multi-head attention, grouped with ``n_kv_heads``) or
             ``"mla"`` (chapter 16: multi-head latent attention, DeepSeek-V2/V3; needs
             ``positions="rope"``), with its sizes: ``kv_rank`` (the cached latent's width),
-            ``q_rank`` (None: uncompressed queries), ``d_head_rope`` (the rotated part; None:
-            ``head_dim // 2``) and ``d_head_v`` (None: ``head_dim``); ``head_dim`` is the
-            unrotated key width, ``d_head_nope``.
+            ``q_rank`` (None: uncompressed queries), ``d_head_nope`` (the unrotated key width;
+            None: ``d_model // n_heads``), ``d_head_rope`` (the rotated part; None:
+            ``d_head_nope // 2``) and ``d_head_v`` (None: ``d_head_nope``). ``d_head`` is
+            multi-head attention's head width and stays None with ``"mla"``.
 
     The chapter 14 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
@@ -142,6 +143,7 @@ class GPTConfig:
     q_rank: int | None = None
     d_head_rope: int | None = None
     d_head_v: int | None = None
+    d_head_nope: int | None = None
 
     def __repr__(self) -> str:
         always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
@@ -161,18 +163,24 @@ class GPTConfig:
 
     @property
     def head_dim(self) -> int:
-        """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it."""
+        """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it (multi-head attention's
+        head width; MLA's are :attr:`mla_nope_dim`, :attr:`mla_rope_dim` and :attr:`mla_v_dim`)."""
         return self.d_head if self.d_head is not None else self.d_model // self.n_heads
 
     @property
+    def mla_nope_dim(self) -> int:
+        """MLA's ``d_head_nope``, filled in: ``d_model // n_heads`` unless the config sets it."""
+        return self.d_head_nope if self.d_head_nope is not None else self.d_model // self.n_heads
+
+    @property
     def mla_rope_dim(self) -> int:
-        """MLA's ``d_head_rope``, filled in: ``head_dim // 2`` unless the config sets it."""
-        return self.d_head_rope if self.d_head_rope is not None else self.head_dim // 2
+        """MLA's ``d_head_rope``, filled in: ``mla_nope_dim // 2`` unless the config sets it."""
+        return self.d_head_rope if self.d_head_rope is not None else self.mla_nope_dim // 2
 
     @property
     def mla_v_dim(self) -> int:
-        """MLA's ``d_head_v``, filled in: ``head_dim`` unless the config sets it."""
-        return self.d_head_v if self.d_head_v is not None else self.head_dim
+        """MLA's ``d_head_v``, filled in: ``mla_nope_dim`` unless the config sets it."""
+        return self.d_head_v if self.d_head_v is not None else self.mla_nope_dim
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of layer ``layer`` (0-based): ``sliding_window`` for a sliding layer, None for a full one.
@@ -244,7 +252,7 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     if config.attention == "mla":
         return MultiHeadLatentAttention(
             config.d_model, config.n_heads, kv_rank=config.kv_rank, q_rank=config.q_rank,
-            d_head_nope=config.head_dim, d_head_rope=config.mla_rope_dim, d_head_v=config.mla_v_dim,
+            d_head_nope=config.mla_nope_dim, d_head_rope=config.mla_rope_dim, d_head_v=config.mla_v_dim,
             rope_base=config.rope_base, norm_eps=config.norm_eps,
         )  # fmt: skip
     return MultiHeadAttention(
@@ -366,6 +374,7 @@ class GPT(nn.Module):
         kv_cache: list[KVCache] | None = None,
         *,
         return_weights: bool | None = None,
+        positions: str | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """``ids``: integer token ids ``(B, T)``, ``T <= context_length`` -> logits ``(B, T, vocab_size)``.
 
@@ -383,6 +392,10 @@ class GPT(nn.Module):
         positions ``T_cached .. T_cached + T - 1``, attend to the cached tokens and to each
         other (causally), and their keys and values are appended to the caches. The logits
         equal those of the last ``T`` positions of a forward pass over the whole sequence.
+        ``positions="in_cache"`` (chapter 15, StreamingLLM, with rolling caches): every full-attention
+        RoPE layer counts positions within its cache (``MultiHeadAttention.forward``'s
+        ``positions="in_cache"``); a sliding layer keeps each token's own position, which its window makes
+        exact. ``None`` (default): each token's position in the sequence.
 
         Example:
             >>> _ = torch.manual_seed(0)
@@ -400,16 +413,20 @@ class GPT(nn.Module):
         """
         if return_weights is not None:
             need_weights = renamed("return_weights", "need_weights", return_weights, need_weights)
-        x, weights = self._hidden(ids, need_weights, kv_cache)  # (B, T, d_model), after ln_f
+        x, weights = self._hidden(ids, need_weights, kv_cache, positions)  # (B, T, d_model), after ln_f
         logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
         return (logits, weights) if need_weights else logits
 
     def _hidden(
-        self, ids: torch.Tensor, need_weights: bool = False, kv_cache: list[KVCache] | None = None
+        self,
+        ids: torch.Tensor,
+        need_weights: bool = False,
+        kv_cache: list[KVCache] | None = None,
+        positions: str | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The final hidden states ``ln_f(blocks(...))`` ``(B, T, d_model)``, and the weights if asked."""
         ensure_bool("need_weights", need_weights)
-        T_cached = check_gpt_ids(self, ids, kv_cache)  # (B, T) ids after T_cached tokens seen by the caches
+        T_cached = check_gpt_ids(self, ids, kv_cache, positions)  # (B, T) ids after T_cached tokens seen
         T = ids.shape[1]
         pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
         # (RoPE: each attention layer rotates q and k by the same positions, from its cache's count)
@@ -418,15 +435,17 @@ class GPT(nn.Module):
             x = x + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
         weights = []
-        for block, cache in zip(self.blocks, caches):
+        for i, (block, cache) in enumerate(zip(self.blocks, caches)):
+            # "in_cache" (StreamingLLM) for the full-attention RoPE layers; None: positions from the cache's count
+            rotated_in_cache = self.config.positions == "rope" and self.config.layer_window(i) is None
+            where = positions if rotated_in_cache else None
             if need_weights:
-                x, w = block(x, True, cache)  # (B, T, d_model), w: (B, n_heads, T, T_k)
+                x, w = block(x, True, cache, where)  # (B, T, d_model), w: (B, n_heads, T, T_k)
                 weights.append(w)
             else:
-                x = block(x, kv_cache=cache)  # (B, T, d_model) -> (B, T, d_model); RoPE: positions from the cache
+                x = block(x, kv_cache=cache, positions=where)  # (B, T, d_model) -> (B, T, d_model)
         return self.ln_f(x), weights
 
-    @torch.no_grad()
     def generate(
         self,
         ids: torch.Tensor,
@@ -436,7 +455,8 @@ class GPT(nn.Module):
         cache_window: int | None = None,
         cache_sinks: int = 0,
     ) -> torch.Tensor:
-        """Continue ``ids`` greedily: append the most likely next token, ``max_new_tokens`` times.
+        """Continue ``ids`` greedily: append the most likely next token, ``max_new_tokens`` times
+        (the code: :func:`attnlib.generation.generate`).
 
         ``ids_{t+1} = argmax(logits of the last position)``, computed from the whole sequence so
         far. ``use_cache=True`` (default) runs the prompt once, keeping every layer's keys and
@@ -446,12 +466,6 @@ class GPT(nn.Module):
         (``config.sliding_window``) keeps only its window, ``KVCache(window=...)``, whose memory
         stays constant however many tokens are generated (chapter 15). Both give the same tokens;
         both compute the output head for the last position only (it is ``vocab_size`` wide).
-
-        Runs without gradients (``torch.inference_mode``) and in evaluation mode: the model is put in
-        ``eval()`` for the call (no dropout) and back in its previous mode after. In a model with
-        GPT-2's layers, the one-token steps after the prompt skip what each layer's ``forward`` would
-        repeat at every step (its argument checks, its options, the module calls) and compute the same
-        numbers, to the bit; forward hooks of the layers run for the prompt's step only.
 
         Args:
             ids: the prompt, integer token ids ``(B, T0)`` with ``T0 >= 1``.
@@ -480,75 +494,4 @@ class GPT(nn.Module):
             >>> torch.equal(out, model.generate(prompt, max_new_tokens=4, use_cache=False))
             True
         """
-        check_generate(self, ids, max_new_tokens, use_cache, cache_window, cache_sinks)  # T0 + new <= context
-        was_training = self.training
-        self.eval()
-        try:
-            # inference mode: no_grad without autograd's bookkeeping of versions and views, which
-            # every one of a step's ~400 small operations would pay for; every Linear's row blocks are
-            # made once for the whole generation, not at each step (chapter 12, issue 19)
-            with torch.inference_mode(), hold_row_blocks(self):
-                cache = self._caches(ids.shape[1] + max_new_tokens, cache_window, cache_sinks) if use_cache else None
-                out, new = ids, ids  # new: the tokens the model has not read yet
-                plain = use_cache and self._plain_steps(cache)  # GPT-2's layers, full caches
-                for i in range(max_new_tokens):
-                    if plain and i > 0:
-                        h = self._plain_step(new, cache)  # (B, 1, d_model): one new token, as forward computes it
-                    elif use_cache:
-                        h = self._hidden(new, kv_cache=cache)[0]  # (B, T_new, d_model): prompt first, then 1 token
-                    else:
-                        h = self._hidden(out)[0]  # (B, T, d_model): the whole sequence again
-                    logits = self.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
-                    new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
-                    out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)
-        finally:
-            self.train(was_training)
-        return out.clone()  # a plain tensor, usable anywhere (an inference-mode tensor is not)
-
-    def _plain_steps(self, caches: list[KVCache]) -> bool:
-        """Whether ``_plain_step`` computes this model's one-token steps: GPT-2's layers (learned
-        positions, LayerNorm, the GELU MLP, multi-head or grouped-query attention without RoPE,
-        QK-norm, windows or sinks) and caches that keep every token."""
-        return (
-            self.pos_emb is not None
-            and all(c.window is None for c in caches)
-            and all(
-                type(b.attn) is MultiHeadAttention
-                and not b.attn.rope
-                and b.attn.q_norm is None
-                and b.attn.sliding_window is None
-                and b.attn.sinks is None
-                and type(b.ln1) is type(b.ln2) is nn.LayerNorm
-                and type(b.mlp) is nn.Sequential
-                for b in self.blocks
-            )
-        )
-
-    def _plain_step(self, ids: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
-        """``self._hidden(ids, kv_cache=caches)[0]`` for one new token per sequence, ``ids (B, 1)``,
-        in a model that ``_plain_steps`` accepts: the same operations on the same numbers, so the
-        same result to the bit, without what every layer's ``forward`` repeats at each step (its
-        argument checks, its options, the module calls), which the prompt's step has done once
-        (chapter 12, issue 19). Forward hooks of the layers do not run here. -> ``(B, 1, d_model)``."""
-        x = self.tok_emb.weight[ids] + self.pos_emb.weight[caches[0].seen]  # (B, 1, d_model)
-        for block, cache in zip(self.blocks, caches):
-            attn, (fc, gelu, proj) = block.attn, block.mlp
-            h = block.ln1.forward(x)  # (B, 1, d_model)
-            q = split_heads(attn.w_q.forward(h), attn.n_heads)  # (B, 1, n_heads * d_head) -> (B, n_heads, 1, d_head)
-            k = split_heads(attn.w_k.forward(h), attn.n_kv_heads)  # -> (B, n_kv_heads, 1, d_head)
-            v = split_heads(attn.w_v.forward(h), attn.n_kv_heads)
-            k, v = cache.update(k, v)  # (B, n_kv_heads, T_cached + 1, d_head)
-            y = F.scaled_dot_product_attention(
-                q, k, v, enable_gqa=attn.n_kv_heads != attn.n_heads
-            )  # softmax(q K^T / sqrt(d_head)) V: (B, n_heads, 1, d_head); the newest token sees every cached key, no mask
-            x = x + attn.w_o.forward(merge_heads(y))  # (B, n_heads, 1, d_head) -> (B, 1, d_model)
-            x = x + proj.forward(gelu.forward(fc.forward(block.ln2.forward(x))))  # d_model -> d_ff -> d_model
-        return self.ln_f.forward(x)
-
-    def _caches(self, T_end: int, cache_window: int | None, cache_sinks: int) -> list[KVCache]:
-        """One cache per block for ``generate``: room for ``T_end`` tokens allocated once (chapter 12),
-        a rolling cache of its window for a sliding layer, StreamingLLM's for every layer if asked."""
-        if cache_window is not None:
-            return [KVCache(window=cache_window, sinks=cache_sinks) for _ in self.blocks]
-        windows = [self.config.layer_window(i) for i in range(len(self.blocks))]
-        return [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]
+        return generate(self, ids, max_new_tokens, use_cache, cache_window=cache_window, cache_sinks=cache_sinks)

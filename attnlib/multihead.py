@@ -1,17 +1,29 @@
-"""Chapter 6: multi-head attention.
+"""Chapter 6: multi-head attention, and the attention layer that later chapters extend.
 
-Each head attends in its own ``d_head = d_model / n_heads`` dimensional
-subspace; the heads' outputs are concatenated and mixed by ``W_O``
+Each head attends in its own subspace of ``d_head`` dimensions (``d_head = d_model / n_heads``
+unless a layer sets it); the heads' outputs are concatenated and mixed by ``W_O``
 (Vaswani et al. 2017, section 3.2.2):
 
-    Q = X W_Q,  K = Y W_K,  V = Y W_V               # (T, d_model) @ (d_model, d_model)
-    head_h = attention(Q_h, K_h, V_h)               # Q_h: columns h*d_head .. (h+1)*d_head of Q
+    Q = X W_Q,  K = Y W_K,  V = Y W_V    # (T, d_model) @ (d_model, n_heads d_head): (d_model, d_model) in chapter 6
+    head_h = attention(Q_h, K_h, V_h)    # Q_h: columns h*d_head .. (h+1)*d_head of Q
     MultiHead(X, Y) = concat(head_0, ..., head_{n_heads-1}) W_O
 
 ``Y = X`` for self-attention; for cross-attention the keys and values come
 from another sequence ``Y`` (the ``context`` argument). Splitting into heads is
-only a reshape: one ``(d_model, d_model)`` matrix holds all the heads' ``W_Q^h``
-side by side, so ``n_heads`` heads cost as many parameters as one big head.
+only a reshape: one matrix holds all the heads' ``W_Q^h`` side by side, so
+``n_heads`` heads of ``d_model / n_heads`` cost as many parameters as one big head.
+
+:class:`MultiHeadAttention`'s ``forward`` is these steps, one method each, in the order the
+chapters add them::
+
+    project         Q = x W_Q, K = c W_K, V = c W_V, split into heads              chapter 6
+    normalize       QK-norm: an RMSNorm over each head's queries and keys          chapter 14
+    place           the positions: RoPE rotates q and k (NoPE: nothing)           chapters 9, 14
+    append          the new keys and values appended to the KV cache              chapters 12, 15
+    build_mask      causal, after a cache, cut to a window                        chapters 4, 15
+    place_in_cache  StreamingLLM only: RoPE by the index in the cache             chapter 15
+    attend          softmax(q k^T / sqrt(d_head) + M) v; learned sinks            chapters 5, 15
+    w_o             the heads merged and projected out                            chapter 6
 
 Chapter 12 adds two things for generating text one token at a time:
 
@@ -31,107 +43,40 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_mha_inputs, check_mha_options, check_torch_mha, check_window_options
-from ._validate import ensure_dim, ensure_divisible, ensure_heads, ensure_int, ensure_kv_heads
-from .attention import attention_weights
+from ._layer_checks import check_mha_inputs, check_mha_options, check_torch_mha, check_window_options
+from ._validate import ensure_kv_heads
+from .attention import attention_weights, masked_scores
+from .heads import flatten_batch, merge_heads, repeat_kv, split_heads
 from .kv_cache import KVCache
 from .linear import Linear
 from .masks import causal_mask, float_mask, sliding_window_mask
-from .positions import apply_rope
+from .positions import NoPE, RoPE
+from .softmax import softmax
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
 
 
-def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Split the last dimension into heads: ``(B, T, d_model) -> (B, n_heads, T, d_head)``.
+def softmax_with_sink(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
+    """Chapter 15, gpt-oss's learned sinks: a softmax over each row's scores and one more logit per head.
 
-    ``split_heads(x, n_heads)[b, h, t, i] = x[b, t, h * d_head + i]`` with ``d_head = d_model / n_heads``:
-    head ``h`` gets the ``h``-th block of ``d_head`` columns.
-
-    Args:
-        x: tensor of shape ``(B, T, d_model)``, ``d_model`` a multiple of ``n_heads``.
-        n_heads: number of heads.
-
-    Returns:
-        Tensor of shape ``(B, n_heads, T, d_head)`` (a view of ``x`` when possible).
-
-    Example:
-        >>> x = torch.arange(8.0).reshape(1, 2, 4)   # B=1, T=2, d_model=4
-        >>> split_heads(x, 2)                        # head 0: columns 0-1, head 1: columns 2-3
-        tensor([[[[0., 1.],
-                  [4., 5.]],
-        <BLANKLINE>
-                 [[2., 3.],
-                  [6., 7.]]]])
-    """
-    ensure_dim("x", x, 3, "a 3-D tensor of shape (B, T, d_model)")
-    B, T, d_model = x.shape
-    ensure_heads(d_model, n_heads)
-    x = x.reshape(B, T, n_heads, d_model // n_heads)  # (B, T, d_model) -> (B, T, n_heads, d_head)
-    return x.transpose(1, 2)  # (B, T, n_heads, d_head) -> (B, n_heads, T, d_head)
-
-
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """Concatenate the heads again: ``(B, n_heads, T, d_head) -> (B, T, d_model)``.
-
-    The inverse of :func:`split_heads`:
-    ``merge_heads(x)[b, t, h * d_head + i] = x[b, h, t, i]``.
+    ``weights[..., j] = exp(s_j) / (exp(b_h) + sum_k exp(s_k))``: the softmax over the row and the
+    sink logit ``b_h``, with the sink's column dropped, so each row sums to less than 1 and the
+    sink adds no value.
 
     Args:
-        x: tensor of shape ``(B, n_heads, T, d_head)``.
+        scores: masked, scaled scores ``(B, n_heads, T_q, T_k)`` (``-inf`` where masked).
+        sinks: one logit per head, ``(n_heads,)``.
 
     Returns:
-        Tensor of shape ``(B, T, n_heads * d_head)``.
+        Weights of ``scores``' shape.
 
     Example:
-        >>> x = torch.arange(8.0).reshape(1, 2, 4)
-        >>> torch.equal(merge_heads(split_heads(x, 2)), x)
-        True
+        >>> w = softmax_with_sink(torch.zeros(1, 1, 1, 3), torch.zeros(1))   # 3 keys and the sink, all 0
+        >>> w.tolist()                                                       # a quarter each; the sink's dropped
+        [[[[0.25, 0.25, 0.25]]]]
     """
-    ensure_dim("x", x, 4, "a 4-D tensor of shape (B, n_heads, T, d_head)")
-    B, n_heads, T, d_head = x.shape
-    x = x.transpose(1, 2)  # (B, n_heads, T, d_head) -> (B, T, n_heads, d_head)
-    return x.reshape(B, T, n_heads * d_head)  # (B, T, n_heads, d_head) -> (B, T, d_model)
-
-
-def repeat_kv(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Share key/value heads among query heads: ``(B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)``.
-
-    ``repeat_kv(x, n_heads)[:, h] = x[:, h // g]`` with ``g = n_heads / n_kv_heads``, the
-    group size: each key/value head is repeated ``g`` times in a row
-    (``repeat_interleave``), the grouping of ``F.scaled_dot_product_attention(...,
-    enable_gqa=True)``. With ``n_kv_heads == n_heads`` it returns ``x`` itself.
-
-    Args:
-        x: keys or values, shape ``(B, n_kv_heads, T, d_head)``.
-        n_heads: number of query heads, a multiple of ``n_kv_heads``.
-
-    Returns:
-        Tensor of shape ``(B, n_heads, T, d_head)``.
-
-    Example:
-        >>> kv = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)   # 2 key/value heads
-        >>> repeat_kv(kv, 4).flatten().tolist()                  # 4 query heads: groups of 2
-        [10.0, 10.0, 20.0, 20.0]
-    """
-    ensure_dim("x", x, 4, "a 4-D tensor of shape (B, n_kv_heads, T, d_head)")
-    n_kv_heads = x.shape[1]
-    ensure_int("n_heads", n_heads)
-    ensure_divisible("n_heads", n_heads, "n_kv_heads", n_kv_heads, "x.shape[1]")
-    if n_heads == n_kv_heads:
-        return x
-    return x.repeat_interleave(n_heads // n_kv_heads, dim=1)  # (B, n_kv_heads, T, d_head) -> (B, n_heads, T, d_head)
-
-
-def flatten_batch(mask: torch.Tensor | None, lead: torch.Size) -> torch.Tensor | None:
-    """A mask for scores ``(*lead, n_heads, T, T_k)`` with the leading axes made one: ``(B, n_heads, T, T_k)``.
-
-    A mask of at most 3 dimensions broadcasts over the batch as it is and comes back unchanged.
-    """
-    if mask is None or mask.dim() <= 3:
-        return mask
-    mask = mask.reshape((1,) * (len(lead) + 3 - mask.dim()) + mask.shape)  # (..., h, T, T_k), lead axes padded
-    return mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])  # (*lead, ...) -> (B, ...)
+    b = sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)  # (n_heads,) -> (B, n_heads, T_q, 1)
+    return softmax(torch.cat([scores, b], dim=-1))[..., :-1]  # (B, n_heads, T_q, T_k + 1) -> (..., T_k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -141,8 +86,7 @@ class MultiHeadAttention(nn.Module):
     ``Q = x W_Q``, ``K = c W_K``, ``V = c W_V`` and ``c = x`` unless a ``context`` is given.
 
     ``w_q, w_k, w_v, w_o`` are ``nn.Linear(d_model, d_model)`` layers (attnlib's
-    :class:`~attnlib.linear.Linear`, the same layer with a faster product for one token,
-    chapter 12); an ``nn.Linear`` stores its matrix transposed, so the papers' ``W_Q`` is ``w_q.weight.T``
+    :class:`~attnlib.linear.Linear`, which is ``nn.Linear`` itself); an ``nn.Linear`` stores its matrix transposed, so the papers' ``W_Q`` is ``w_q.weight.T``
     (and ``x @ w_q.weight.T + w_q.bias == w_q(x)``).
 
     With ``n_kv_heads < n_heads`` (grouped-query attention; ``n_kv_heads=1`` is multi-query
@@ -156,7 +100,13 @@ class MultiHeadAttention(nn.Module):
     interleaved pairs), and the values are not; with ``qk_norm=True`` an RMSNorm over
     ``d_head`` (gains ``q_norm.weight``, ``k_norm.weight``) comes first:
     ``Q_h = RoPE(RMSNorm(x W_Q,h))``. With ``d_head`` set, ``W_Q`` is
-    ``(d_model, n_heads d_head)`` and ``W_O`` ``(n_heads d_head, d_model)``.
+    ``(d_model, n_heads d_head)`` and ``W_O`` ``(n_heads d_head, d_model)``. How positions enter is
+    one object, ``pos_enc``: :class:`~attnlib.positions.RoPE` ``(d_head, rope_base)`` with ``rope=True``,
+    :class:`~attnlib.positions.NoPE` otherwise (positions added before the first layer, or none).
+
+    Chapter 15: ``sliding_window`` cuts the causal mask to the last ``sliding_window`` keys;
+    ``learned_sinks`` adds one logit per head, ``sinks`` ``(n_heads,)``, to each row's softmax
+    (:func:`softmax_with_sink`).
 
     Args:
         d_model: model width, a multiple of ``n_heads`` unless ``d_head`` is given.
@@ -171,6 +121,9 @@ class MultiHeadAttention(nn.Module):
         rope_base: RoPE's frequency base (10000; Llama 3: 500000, Qwen3: 1000000).
         qk_norm: an RMSNorm over ``d_head`` on each head's queries and keys, before RoPE.
         norm_eps: that RMSNorm's ``eps`` (Qwen3: ``1e-6``).
+        sliding_window: each query attends to the last ``sliding_window`` keys, itself included
+            (needs ``is_causal=True``); ``None`` (default): every earlier key.
+        learned_sinks: one learned logit per head that joins each row's softmax (gpt-oss).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -211,7 +164,9 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
-        self.rope, self.rope_base = rope, float(rope_base)
+        # how positions enter (chapters 9, 14): RoPE rotates q and k inside the layer; NoPE leaves them
+        self.pos_enc = RoPE(d_head, rope_base) if rope else NoPE()
+        self._rope_base = float(rope_base)
         d_q, d_kv = n_heads * d_head, self.n_kv_heads * d_head  # both d_model for plain multi-head attention
         self.w_q = Linear(d_model, d_q, bias=bias)  # (d_model) -> (n_heads * d_head)
         self.w_k = Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
@@ -225,6 +180,16 @@ class MultiHeadAttention(nn.Module):
         self.sliding_window = sliding_window
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if learned_sinks else None
 
+    @property
+    def rope(self) -> bool:
+        """Whether the layer rotates its queries and keys by position (``rope=True``)."""
+        return isinstance(self.pos_enc, RoPE)
+
+    @property
+    def rope_base(self) -> float:
+        """RoPE's frequency base (``rope_base``, kept when ``rope=False``)."""
+        return self.pos_enc.base if self.rope else self._rope_base
+
     def forward(
         self,
         x: torch.Tensor,
@@ -233,9 +198,14 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = True,
         kv_cache: KVCache | None = None,
-        positions: torch.Tensor | None = None,
+        positions: torch.Tensor | str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``x`` to ``context`` (to ``x`` itself when ``context`` is None).
+
+        The steps, in the order of the chapters, one method each: :meth:`project` (6),
+        :meth:`normalize` (14), :meth:`place` (9, 14), :meth:`append` (12, 15), :meth:`build_mask`
+        (4, 15), :meth:`place_in_cache` (15, StreamingLLM only), :meth:`attend` (5; sinks: 15), and
+        the heads merged and projected out by ``W_O`` (6).
 
         Args:
             x: queries' input, shape ``(..., T, d_model)``: any number of leading batch
@@ -262,74 +232,102 @@ class MultiHeadAttention(nn.Module):
                 ``(..., T)`` (one row per sequence); ``None`` (default):
                 ``T_cached .. T_cached + T - 1``, the tokens after the cached ones. The
                 cache keeps rotated keys: a cached token keeps the rotation of its position.
+                ``"in_cache"`` (chapter 15, StreamingLLM, with a ``kv_cache``): positions are
+                counted within the cache instead; keys are cached unrotated, and at every step
+                each held key is rotated by its index in the cache, the queries by the last ones.
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(..., T, d_model)``; ``weights`` of shape
             ``(..., n_heads, T, T_k)`` (after dropout, as used to mix the values) or None.
         """
         check_mha_inputs(self, x, context, attn_mask, is_causal, need_weights, kv_cache, positions)
-        lead, T = x.shape[:-2], x.shape[-2]  # any leading batch axes, flattened into one: B
-        context = x if context is None else context  # self-attention: keys and values from x
-        x, context = x.reshape(-1, T, self.d_model), context.reshape(-1, context.shape[-2], self.d_model)
-        attn_mask = flatten_batch(attn_mask, lead)  # (..., n_heads, T, T_k) -> (B, n_heads, T, T_k)
-        T_cached = 0 if kv_cache is None else len(kv_cache)  # keys held by the cache
-        start = 0 if kv_cache is None else kv_cache.seen  # the position of x's first token
-        T_k = T_cached + context.shape[1]
-        # StreamingLLM: a full-attention layer with a rolling cache counts positions within the cache
-        streaming = kv_cache is not None and kv_cache.window is not None and self.sliding_window is None
+        lead, T = x.shape[:-2], x.shape[-2]  # any leading batch axes: one axis B inside, restored at the end
+        q, k, v = self.project(
+            x, x if context is None else context
+        )  # (B, n_heads, T, d_head), (B, n_kv, T_ctx, d_head)
+        q, k = self.normalize(q, k)  # QK-norm, if the layer has it
+        q, k = self.place(q, k, kv_cache, positions, lead)  # RoPE by position (not yet with "in_cache")
+        k, v, k_pos = self.append(k, v, kv_cache)  # (B, n_kv_heads, T_k, d_head); k_pos: (T_k,) positions
+        mask, is_causal = self.build_mask(flatten_batch(attn_mask, lead), is_causal, T, k_pos, kv_cache)
+        q, k = self.place_in_cache(q, k, positions)  # StreamingLLM: RoPE by the index in the cache
+        y, weights = self.attend(
+            q, k, v, mask, is_causal, need_weights
+        )  # (B, n_heads, T, d_head), (B, n_heads, T, T_k)
+        out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
+        if weights is not None:
+            weights = weights.reshape(*lead, *weights.shape[1:])  # (B, n_heads, T, T_k) -> (..., n_heads, T, T_k)
+        return out.reshape(*lead, T, self.d_model), weights  # (B, T, d_model) -> (..., T, d_model)
 
+    def project(self, x: torch.Tensor, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Chapter 6: ``Q = x W_Q``, ``K = c W_K``, ``V = c W_V``, each split into heads.
+
+        ``x`` ``(..., T, d_model)`` and ``context`` ``(..., T_ctx, d_model)`` (``x`` itself in
+        self-attention), their leading axes flattened into one, ``B``. Returns ``q``
+        ``(B, n_heads, T, d_head)`` and ``k``, ``v`` ``(B, n_kv_heads, T_ctx, d_head)``.
+        """
+        x = x.reshape(-1, x.shape[-2], self.d_model)  # (..., T, d_model) -> (B, T, d_model)
+        context = context.reshape(-1, context.shape[-2], self.d_model)  # (..., T_ctx, d_model) -> (B, T_ctx, d_model)
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, n_heads * d_head) -> (B, n_heads, T, d_head)
         k = split_heads(self.w_k(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
         v = split_heads(self.w_v(context), self.n_kv_heads)  # (B, T_ctx, n_kv * d_head) -> (B, n_kv, T_ctx, d_head)
-        if self.q_norm is not None:  # QK-norm: each head's query and key rescaled to RMS 1 (times a gain)
-            q, k = self.q_norm(q), self.k_norm(k)
-        if self.rope and not streaming:  # rotate queries and keys by their positions (chapter 9), before the scores
-            pos = torch.arange(start, start + T, device=x.device) if positions is None else positions
-            pos = pos if pos.dim() == 1 else pos.expand(*lead, T).reshape(-1, 1, T)  # (T,) or (B, 1, T)
-            q, k = apply_rope(q, pos, self.rope_base), apply_rope(k, pos, self.rope_base)
-        windowed = self.sliding_window is not None or (kv_cache is not None and kv_cache.window is not None)
-        if kv_cache is not None:
-            held = kv_cache.positions if windowed else None  # (T_cached,): the cached tokens' positions, if needed
-            k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head): earlier tokens first
-        if streaming and self.rope:  # rotate by the index in the cache: positions stay below sinks + window
-            index = torch.arange(T_k, device=x.device)  # (T_k,)
-            q, k = apply_rope(q, index[T_k - T :], self.rope_base), apply_rope(k, index, self.rope_base)
-        if is_causal and windowed:  # the causal mask cut to the window(s), from the tokens' positions
-            is_causal = False
-            q_pos = torch.arange(start, start + T, device=x.device)  # (T,)
-            k_pos = q_pos if kv_cache is None else torch.cat([held.to(x.device), q_pos])  # (T_k,)
-            attn_mask = self._window_mask(q_pos, k_pos, kv_cache)
-        elif is_causal and T_cached:
-            # the new queries are tokens T_cached .. T_k - 1: each sees every cached key
-            is_causal = False
-            attn_mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
-        if self.sinks is not None:  # one more key per head: score sinks[h], value 0 (gpt-oss)
-            k, v, attn_mask, is_causal = self._add_sink(q, k, v, attn_mask, is_causal)
-        if need_weights:
-            k = repeat_kv(k, self.n_heads)  # (B, n_kv_heads, T_k, d_head) -> (B, n_heads, T_k, d_head)
-            v = repeat_kv(v, self.n_heads)
-            weights = attention_weights(q, k, attn_mask, is_causal)  # (B, n_heads, T, T_k)
-            weights = self.attn_dropout(weights)
-            y = weights @ v  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
-            weights = weights[..., :T_k]  # without the sink's column, if any: (B, n_heads, T, T_k)
-            weights = weights.reshape(*lead, self.n_heads, T, T_k)  # (B, ...) -> (..., n_heads, T, T_k)
-        else:
-            if attn_mask is not None and attn_mask.is_floating_point():
-                attn_mask = attn_mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
-            weights = None
-            y = F.scaled_dot_product_attention(  # (B, n_heads, T, d_head)
-                q,
-                k,
-                v,
-                attn_mask=attn_mask,
-                is_causal=is_causal,
-                dropout_p=self.dropout if self.training else 0.0,
-                enable_gqa=self.n_kv_heads != self.n_heads,
-            )  # SDPA shares k, v heads as repeat_kv does
-        out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
-        return out.reshape(*lead, T, self.d_model), weights  # (B, T, d_model) -> (..., T, d_model)
+        return q, k, v
 
-    def _window_mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor, kv_cache: KVCache | None) -> torch.Tensor:
+    def normalize(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Chapter 14, QK-norm (``qk_norm=True``): ``q_h / rms(q_h) * g_q`` and ``k_h / rms(k_h) * g_k``,
+        an RMSNorm over each head's ``d_head``; without it, ``q`` and ``k`` unchanged. Shapes kept."""
+        if self.q_norm is None:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
+
+    def place(self, q, k, kv_cache: KVCache | None, positions, lead: torch.Size) -> tuple[torch.Tensor, torch.Tensor]:
+        """Chapters 9 and 14: the positions of the new tokens placed on ``q`` and ``k`` ``(B, heads, T, d_head)``
+        by the layer's :attr:`pos_enc`: :class:`~attnlib.positions.RoPE` rotates pair ``i`` of the token at
+        position ``m`` by ``m theta_i``, :class:`~attnlib.positions.NoPE` leaves them. Positions: ``positions``
+        ``(T,)`` or ``(..., T)``, or ``T_cached .. T_cached + T - 1`` after the cached tokens. With
+        ``positions="in_cache"`` nothing yet: :meth:`place_in_cache` rotates after the cache."""
+        if isinstance(positions, str):  # "in_cache"
+            return q, k
+        T = q.shape[2]
+        if positions is None:
+            start = 0 if kv_cache is None else kv_cache.seen  # the position of the first new token
+            positions = torch.arange(start, start + T, device=q.device)  # (T,)
+        elif positions.dim() > 1:
+            positions = positions.expand(*lead, T).reshape(-1, 1, T)  # (..., T) -> (B, 1, T): one row per sequence
+        return self.pos_enc(q, positions), self.pos_enc(k, positions)
+
+    def append(self, k: torch.Tensor, v: torch.Tensor, kv_cache: KVCache | None):
+        """Chapters 12 and 15: the new keys and values ``(B, n_kv_heads, T, d_head)`` appended to the cache.
+
+        Returns ``(k, v, k_pos)``: every key and value the new tokens attend to, ``(B, n_kv_heads, T_k,
+        d_head)`` (the cached tokens first; ``k``, ``v`` themselves without a cache), and the keys'
+        positions in the sequence ``(T_k,)``. A rolling cache evicts only after returning them."""
+        if kv_cache is None:
+            return k, v, torch.arange(k.shape[2], device=k.device)  # (T_ctx,)
+        held = kv_cache.positions.to(k.device)  # (T_cached,): the held tokens' positions, before the update
+        new = torch.arange(kv_cache.seen, kv_cache.seen + k.shape[2], device=k.device)  # (T,)
+        k, v = kv_cache.update(k, v)  # (B, n_kv_heads, T_cached + T, d_head)
+        return k, v, torch.cat([held, new])  # (T_k,)
+
+    def build_mask(self, attn_mask, is_causal: bool, T: int, k_pos: torch.Tensor, kv_cache: KVCache | None):
+        """Chapters 4 and 15: the mask of ``T`` new queries over the keys at positions ``k_pos`` ``(T_k,)``.
+
+        Returns ``(mask, is_causal)`` for :meth:`attend`. Without ``is_causal``: ``attn_mask`` as given.
+        Causal, with a window (the layer's ``sliding_window``, or a rolling cache's, whose sinks stay
+        visible): the mask from positions, :meth:`window_mask`. Causal after ``T_cached`` cached tokens:
+        ``causal_mask(T, T_k, align="bottom_right")``, none for a single token. Otherwise plain causal:
+        ``(None, True)``, which the attention turns into ``causal_mask(T, T_k)``.
+        """
+        windowed = self.sliding_window is not None or (kv_cache is not None and kv_cache.window is not None)
+        T_cached = 0 if kv_cache is None else len(k_pos) - T
+        if not is_causal:
+            return attn_mask, False
+        if windowed:
+            return self.window_mask(k_pos[-T:] if kv_cache is not None else k_pos, k_pos, kv_cache), False
+        if T_cached:  # the new queries are tokens T_cached .. T_k - 1: each sees every cached key
+            return (None if T == 1 else causal_mask(T, len(k_pos), device=k_pos.device, align="bottom_right")), False
+        return None, True
+
+    def window_mask(self, q_pos: torch.Tensor, k_pos: torch.Tensor, kv_cache: KVCache | None) -> torch.Tensor:
         """The causal mask cut to the layer's sliding window and the cache's window (its sinks kept),
         from positions: query positions ``(T,)``, key positions ``(T_k,)`` -> ``(T, T_k)``, True = may attend.
         Without a cache it is ``sliding_window_mask(T, window=sliding_window)``."""
@@ -343,24 +341,68 @@ class MultiHeadAttention(nn.Module):
             allowed = allowed & ((k_pos > q_pos - kv_cache.window) | (k_pos < kv_cache.sinks))
         return allowed
 
-    def _add_sink(self, q, k, v, attn_mask, is_causal):
-        """Learned sinks: a key of score ``sinks[h]`` and value 0 joins every row's softmax.
+    def place_in_cache(self, q: torch.Tensor, k: torch.Tensor, positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Chapter 15, StreamingLLM (``positions="in_cache"``): every key ``k`` ``(B, n_kv_heads, T_k, d_head)``
+        rotated by its index in the cache, ``0 .. T_k - 1``, and the ``T`` queries by the last ``T`` indices,
+        so positions stay below the cache's size however long the generation. Otherwise unchanged."""
+        if not isinstance(positions, str):  # positions were placed before the cache
+            return q, k
+        T, T_k = q.shape[2], k.shape[2]
+        index = torch.arange(T_k, device=k.device)  # (T_k,)
+        return self.pos_enc(q, index[T_k - T :]), self.pos_enc(k, index)
 
-        ``weights = softmax([q k^T / sqrt(d_head) + M, sinks[h]])`` without its last column: the
-        sink takes its share of each row's weight and adds nothing to the output. Returns ``k``, ``v``
-        with the zero key and value appended ``(B, n_kv_heads, T_k + 1, d_head)`` and the float
-        mask ``(B, n_heads, T, T_k + 1)`` whose last column is ``sinks[h]``.
+    def attend(self, q, k, v, mask, is_causal: bool, need_weights: bool):
+        """Chapter 5: ``softmax(q_h k_h^T / sqrt(d_head) + M) v_h`` for every head, with the key/value
+        head ``h // (n_heads / n_kv_heads)`` (chapter 12).
+
+        ``q`` ``(B, n_heads, T, d_head)``, ``k``, ``v`` ``(B, n_kv_heads, T_k, d_head)``; ``mask`` broadcasts to
+        ``(B, n_heads, T, T_k)`` or is None. With learned sinks (chapter 15) each row's softmax has one more
+        logit, ``sinks[h]``, and no value: :func:`softmax_with_sink`. Returns ``(y, weights)``: ``y``
+        ``(B, n_heads, T, d_head)``, ``weights`` ``(B, n_heads, T, T_k)`` (after dropout), or None with
+        ``need_weights=False``, the fast path through ``F.scaled_dot_product_attention``.
         """
+        if not need_weights:
+            return self.attend_fast(q, k, v, mask, is_causal), None
+        k, v = repeat_kv(k, self.n_heads), repeat_kv(v, self.n_heads)  # (B, n_kv_heads, ...) -> (B, n_heads, ...)
+        if self.sinks is None:
+            weights = attention_weights(q, k, mask, is_causal)  # (B, n_heads, T, T_k)
+        else:
+            weights = softmax_with_sink(masked_scores(q, k, mask, is_causal), self.sinks)  # rows sum to < 1
+        weights = self.attn_dropout(weights)
+        return weights @ v, weights  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
+
+    def attend_fast(self, q, k, v, mask, is_causal: bool) -> torch.Tensor:
+        """:meth:`attend` through ``F.scaled_dot_product_attention`` (which shares key/value heads as
+        :func:`repeat_kv` does, ``enable_gqa``) -> ``(B, n_heads, T, d_head)``.
+
+        SDPA has no sink logit. A key of zeros with a value of zeros gives one: its score is
+        ``q . 0 = 0``, and a float mask adds ``sinks[h]`` in its column, so its logit is exactly
+        ``sinks[h]``; its value adds nothing to the output. The same softmax as
+        :func:`softmax_with_sink`, with the sink's column present but multiplying zeros.
+        """
+        if self.sinks is not None:
+            k, v, mask, is_causal = self.sink_as_key(q, k, v, mask, is_causal)
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )  # fmt: skip
+
+    def sink_as_key(self, q, k, v, mask, is_causal):
+        """The sinks as one more key per head for SDPA (see :meth:`attend_fast`): ``k``, ``v`` with a row of
+        zeros appended, ``(B, n_kv_heads, T_k + 1, d_head)``, and the float mask ``(B, n_heads, T, T_k + 1)``
+        whose last column is ``sinks[h]`` (0 where a key may be attended, -inf where not, elsewhere)."""
         B, T, T_k = q.shape[0], q.shape[2], k.shape[2]
-        if attn_mask is None:
-            attn_mask = causal_mask(T, T_k, device=q.device) if is_causal else torch.ones(T, T_k, dtype=torch.bool)
-        if attn_mask.dtype == torch.bool:
-            attn_mask = float_mask(attn_mask.to(q.device), q.dtype)  # 0 where allowed, -inf where not
-        attn_mask = torch.broadcast_to(attn_mask.to(q.dtype), (B, self.n_heads, T, T_k))  # (B, n_heads, T, T_k)
+        if mask is None:
+            mask = causal_mask(T, T_k, device=q.device) if is_causal else torch.ones(T, T_k, dtype=torch.bool)
+        if mask.dtype == torch.bool:
+            mask = float_mask(mask.to(q.device), q.dtype)  # 0 where allowed, -inf where not
+        mask = torch.broadcast_to(mask.to(q.dtype), (B, self.n_heads, T, T_k))  # (B, n_heads, T, T_k)
         sink = self.sinks.to(q.dtype).view(1, -1, 1, 1).expand(B, -1, T, 1)  # (n_heads,) -> (B, n_heads, T, 1)
         zero = k.new_zeros(B, k.shape[1], 1, k.shape[3])  # (B, n_kv_heads, 1, d_head)
         k, v = torch.cat([k, zero], dim=2), torch.cat([v, zero], dim=2)  # (B, n_kv_heads, T_k + 1, d_head)
-        return k, v, torch.cat([attn_mask, sink], dim=-1), False  # (B, n_heads, T, T_k + 1)
+        return k, v, torch.cat([mask, sink], dim=-1), False  # (B, n_heads, T, T_k + 1)
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -170,7 +170,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     ensure_instance("config", config, GPTConfig, "a GPTConfig")
     d, L, b, c = config.d_model, config.n_layers, config.bias, config
     if c.attention == "mla":  # chapter 16
-        attention = mla_params(d, c.n_heads, c.kv_rank, c.q_rank, c.head_dim, c.mla_rope_dim, c.mla_v_dim)
+        attention = mla_params(d, c.n_heads, c.kv_rank, c.q_rank, c.mla_nope_dim, c.mla_rope_dim, c.mla_v_dim)
     else:
         attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
     qk_norm = 2 * c.head_dim if c.qk_norm else 0  # an RMSNorm gain over d_head for q and for k
@@ -230,7 +230,8 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     that is what is counted here, so ``kv_cache_bytes`` equals the caches' ``nbytes`` between two
     steps. StreamingLLM's sinks are an option of the cache, not of the config, and are not counted:
     ``KVCache(window=w, sinks=s)`` holds ``min(T, s + w - 1)`` tokens. Multi-head latent attention
-    (chapter 16) caches ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1).
+    (chapter 16) caches ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1), in
+    one :class:`~attnlib.latent.LatentCache` per layer, whose ``nbytes`` this equals.
 
     Args:
         config: a :class:`~attnlib.model.GPTConfig` (its ``n_kv_heads`` is used).

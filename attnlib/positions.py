@@ -24,7 +24,7 @@ import torch
 from ._checks import check_rope
 from ._validate import ensure_even, ensure_int
 
-__all__ = ["sinusoidal_positions", "apply_rope"]
+__all__ = ["sinusoidal_positions", "apply_rope", "RoPE", "NoPE"]
 
 
 def sinusoidal_positions(T: int, d_model: int) -> torch.Tensor:
@@ -125,15 +125,113 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
         pos = torch.arange(T, device=x.device, dtype=work)  # (T,): 0 .. T-1
     else:
         pos = positions.to(device=x.device, dtype=work)  # (..., T)
-    two_i = torch.arange(0, d_head, 2, device=x.device).to(work)  # (d_head/2,): 2i = 0, 2, 4, ...
-    # theta_i = 1 / base^(2i/d_head), spelled as transformers spells it: base^(-2i/d_head), equal on
-    # paper, rounds to a neighbouring float32 for some i, and the angle m * theta_i carries that step times m
-    theta = 1.0 / (base ** (two_i / d_head))  # (d_head/2,)
-    angles = pos[..., :, None] * theta  # (..., T, 1) * (d_head/2,) -> (..., T, d_head/2)
-    cos, sin = torch.cos(angles), torch.sin(angles)  # (..., T, d_head/2) each
-    xw = x.to(work)
+    angles = pos[..., :, None] * rope_frequencies(d_head, base, x.device, work)  # (..., T, 1) * (d_head/2,)
+    return rotate_pairs(x, torch.cos(angles), torch.sin(angles))  # angles: (..., T, d_head/2)
+
+
+def rope_frequencies(d_head: int, base: float, device=None, dtype=torch.float32) -> torch.Tensor:
+    """RoPE's frequencies, ``theta_i = 1 / base^(2i / d_head)`` for ``i = 0 .. d_head/2 - 1``: ``(d_head/2,)``.
+
+    Spelled as ``transformers`` spells it: ``base^(-2i/d_head)``, equal on paper, rounds to a
+    neighbouring float32 for some ``i``, and the angle ``m * theta_i`` carries that step times ``m``.
+
+    Example:
+        >>> rope_frequencies(4, 100.0).tolist()      # 1 / 100^0, 1 / 100^(2/4)
+        [1.0, 0.10000000149011612]
+    """
+    two_i = torch.arange(0, d_head, 2, device=device).to(dtype)  # (d_head/2,): 2i = 0, 2, 4, ...
+    return 1.0 / (base ** (two_i / d_head))  # (d_head/2,)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair ``(x[2i], x[2i + 1])`` of ``x`` ``(..., T, d_head)`` by its angle:
+    ``cos``, ``sin`` ``(..., T, d_head/2)`` broadcast against ``x``'s leading axes. Computed in
+    ``cos``'s dtype, returned in ``x``'s::
+
+        out[2i]     = x[2i] cos_i - x[2i + 1] sin_i
+        out[2i + 1] = x[2i] sin_i + x[2i + 1] cos_i
+    """
+    xw = x.to(cos.dtype)
     x_even, x_odd = xw[..., 0::2], xw[..., 1::2]  # (..., T, d_head/2) each
     out_even = x_even * cos - x_odd * sin  # broadcast over the leading axes
     out_odd = x_even * sin + x_odd * cos
     out = torch.stack((out_even, out_odd), dim=-1)  # (..., T, d_head/2, 2)
     return out.flatten(-2).to(x.dtype)  # (..., T, d_head/2, 2) -> (..., T, d_head)
+
+
+class NoPE:
+    """No positions inside the layer (``GPTConfig(positions="none")``, or positions added to the
+    token vectors before the first layer, GPT-2's table): queries and keys stay as they are.
+
+    Example:
+        >>> q = torch.ones(1, 3, 2)
+        >>> NoPE()(q, torch.arange(3)) is q
+        True
+    """
+
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def __repr__(self) -> str:
+        return "NoPE()"
+
+
+class RoPE:
+    """Rotary positions for the queries and keys of one attention layer (chapters 9 and 14).
+
+    ``RoPE(d_head, base)(x, positions)`` is ``apply_rope(x, positions, base)``, to the bit:
+    pair ``(2i, 2i + 1)`` of the row at position ``m`` turns by ``m theta_i``, with
+    ``theta_i = 1 / base^(2i / d_head)`` (:meth:`frequencies`; the long-context variants of
+    RoPE change this method). The object computes ``cos(m theta_i)`` and ``sin(m theta_i)``
+    for the positions ``0 .. T - 1`` once per length, device and dtype, and looks them up for
+    each call's positions; fractional or negative positions are computed directly.
+
+    Where the keys of a KV cache get their rotation is the layer's call, not the object's
+    state: by default each key is rotated once, at its position in the sequence, before it is
+    cached (chapter 14: a cached key keeps its rotation); StreamingLLM (chapter 15) caches keys
+    unrotated and rotates every held key by its index in the cache at each step,
+    ``MultiHeadAttention.forward(..., positions="in_cache")``.
+
+    Args:
+        d_head: the width of each head's query and key, even.
+        base: the base of the frequencies (10000; Llama 3: 500000, Qwen3: 1000000).
+
+    Example:
+        >>> rope = RoPE(d_head=8, base=10000.0)
+        >>> x = torch.randn(2, 4, 5, 8)                                     # (B, n_heads, T, d_head)
+        >>> torch.equal(rope(x, torch.arange(3, 8)), apply_rope(x, torch.arange(3, 8)))
+        True
+        >>> rope
+        RoPE(d_head=8, base=10000.0)
+    """
+
+    def __init__(self, d_head: int, base: float = 10000.0):
+        self.d_head, self.base = d_head, float(base)
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (device, dtype) -> cos, sin (T, d_head/2)
+
+    def __repr__(self) -> str:
+        return f"RoPE(d_head={self.d_head}, base={self.base})"
+
+    def frequencies(self, device=None, dtype=torch.float32) -> torch.Tensor:
+        """``theta_i = 1 / base^(2i / d_head)``, ``(d_head/2,)``."""
+        return rope_frequencies(self.d_head, self.base, device, dtype)
+
+    def cos_sin(self, T: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos(m theta_i)`` and ``sin(m theta_i)`` for ``m = 0 .. T - 1``, ``(T, d_head/2)`` each, computed
+        once per device and dtype for the longest ``T`` asked so far (twice that, when it grows)."""
+        key = (torch.device(device), dtype)
+        cos, sin = self._tables.get(key, (None, None))
+        if cos is None or cos.shape[0] < T:
+            m = torch.arange(max(T, 2 * (0 if cos is None else cos.shape[0])), device=device, dtype=dtype)
+            angles = m[:, None] * self.frequencies(device, dtype)  # (T, 1) * (d_head/2,) -> (T, d_head/2)
+            cos, sin = self._tables[key] = torch.cos(angles), torch.sin(angles)
+        return cos[:T], sin[:T]
+
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` ``(..., T, d_head)`` by ``positions`` ``(T,)`` or ``(..., T)``: ``apply_rope(x, positions, base)``."""
+        work = torch.float64 if x.dtype == torch.float64 else torch.float32
+        if positions.is_floating_point() or (positions.numel() and positions.min() < 0):
+            return apply_rope(x, positions, self.base)  # not a row of the table: computed directly
+        positions = positions.to(x.device)
+        cos, sin = self.cos_sin(int(positions.max()) + 1 if positions.numel() else 0, x.device, work)
+        return rotate_pairs(x, cos[positions], sin[positions])  # (..., T, d_head/2) each

@@ -292,7 +292,7 @@ def _install_zh() -> None:
 
 
 # What a figure drawn without a Chinese font leaves in the output of its cell: matplotlib's warning
-# for each character it draws as a box, and attnlib's own (attnlib/plot.py; in Chinese in the zh build)
+# for each character it draws as a box, and attnlib's own (attnlib/plot/; in Chinese in the zh build)
 MISSING_GLYPHS = re.compile(
     r"Glyph \d+ \([^)\n]*\) missing from (?:current )?font|ATTNLIB_LANG=zh_CN[:：]\s*matplotlib"
 )

@@ -253,8 +253,8 @@ def _check_explorers(browser, chapter: str, lang: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    from attnlib.explore import HINT
     from attnlib.i18n import tr
+    from attnlib.views.explore import HINT
 
     outside_live = "//div[contains(concat(' ', @class, ' '), ' attnx ') and not(ancestor::div[@class='attnl'])]"
     explorers = browser.find_elements(By.XPATH, outside_live)

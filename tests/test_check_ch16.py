@@ -156,8 +156,8 @@ def test_latent_cases_include_a_kv_rank_above_the_rank():
 
 def test_absorbed_reference_equals_attnlibs_layer_in_both_forms():
     """The reference on a layer's own queries, latents and rotated keys gives, after W_O, the layer's
-    output for the new tokens, naive and absorbed, through a KVCache."""
-    from attnlib import KVCache
+    output for the new tokens, naive and absorbed, through a LatentCache."""
+    from attnlib.latent import LatentCache
 
     torch.manual_seed(3)
     H, n, r, d_v = 3, 8, 4, 6
@@ -167,12 +167,12 @@ def test_absorbed_reference_equals_attnlibs_layer_in_both_forms():
         mla = mla.double().eval()
         with torch.no_grad():
             whole, _ = mla(x, is_causal=True)
-            cache = KVCache()
+            cache = LatentCache()
             mla(x[:, :5], is_causal=True, kv_cache=cache)  # 5 cached, then 4 new at once
             expected, _ = mla(x[:, 5:], is_causal=True, kv_cache=cache)
             q_nope, q_rope = split_heads(mla.w_q(x[:, 5:]), H).split([n, r], dim=-1)
             q_rope = apply_rope(q_rope, torch.arange(5, 9))
-            c, k_rope = cache.k[:, 0], cache.v[:, 0]  # (B, 9, kv_rank), (B, 9, d_rope)
+            c, k_rope = cache.c[:, 0], cache.k_rope[:, 0]  # (B, 9, kv_rank), (B, 9, d_rope)
             y = ABSORBED.reference(q_nope, q_rope, c, k_rope, mla.w_uk.weight, mla.w_uv.weight)  # (B, H, 4, d_v)
             got = mla.w_o(y.transpose(1, 2).flatten(2))
         torch.testing.assert_close(got, expected)

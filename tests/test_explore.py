@@ -18,7 +18,7 @@ from _chromium import assert_offline_and_clean, blend, contrast, open_view, touc
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
-from attnlib.explore import HINT, HINT_TOUCH, STYLE, Explorer
+from attnlib.views.explore import HINT, HINT_TOUCH, STYLE, Explorer
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -166,7 +166,7 @@ def test_tokens_are_escaped():
 def test_still_until_its_script_runs():
     """Before its script runs (a saved output in a notebook JupyterLab does not trust) the page says
     it is still; the script replaces that with the hint (checked in the browser test)."""
-    from attnlib.explore import STILL
+    from attnlib.views.explore import STILL
 
     page = plot.explore(_weights(2, 6, 6), TOKENS)._repr_html_()
     still = html.escape(STILL)

@@ -244,7 +244,7 @@ YARN = {"factor": 40.0, "original_max_position_embeddings": 4096}
 def test_rope_is_read_in_both_transformers_spellings(config, match):
     """Every spelling of RoPE a config carries must say default RoPE with one theta, whatever the
     transformers version: 4.x keeps YaRN in rope_scaling, and accepting it builds a wrong layer."""
-    from attnlib._checks import check_hf_rope
+    from attnlib._hf_checks import check_hf_rope
 
     with pytest.raises(AttnlibError, match=match):
         check_hf_rope(SimpleNamespace(**config), "a config")

@@ -24,6 +24,7 @@ from attnlib import (
     attention_params,
     causal_mask,
     count_params,
+    generation,
     gpt_params,
     kv_cache_bytes,
     padding_mask,
@@ -536,17 +537,17 @@ def test_generate_recomputes_without_a_cache(monkeypatch):
     calls = []
     original = GPT._hidden
 
-    def spy(self, ids, need_weights=False, kv_cache=None):
+    def spy(self, ids, need_weights=False, kv_cache=None, positions=None):
         calls.append((ids.shape[1], kv_cache is not None))
-        return original(self, ids, need_weights, kv_cache)
+        return original(self, ids, need_weights, kv_cache, positions)
 
-    def plain_spy(self, ids, caches):
+    def plain_spy(model, ids, caches):
         calls.append((ids.shape[1], "plain"))
-        return original_plain(self, ids, caches)
+        return original_plain(model, ids, caches)
 
-    original_plain = GPT._plain_step
+    original_plain = generation.plain_step
     monkeypatch.setattr(GPT, "_hidden", spy)
-    monkeypatch.setattr(GPT, "_plain_step", plain_spy)
+    monkeypatch.setattr(generation, "plain_step", plain_spy)
     model = GPT(SMALL)
     model.generate(torch.zeros(2, 3, dtype=torch.long), 4)
     assert calls == [(3, True), (1, "plain"), (1, "plain"), (1, "plain")]  # prompt once, then one token per step
@@ -623,11 +624,11 @@ def test_plain_step_is_forwards_step_to_the_bit(name, dtype):
     prompt = torch.randint(0, SMALL.vocab_size, (2, 3), generator=torch.Generator().manual_seed(0))
     ours, theirs = ([KVCache(max_tokens=10) for _ in model.blocks] for _ in range(2))
     with torch.inference_mode():
-        assert model._plain_steps(ours)
+        assert generation.plain_steps(model, ours)
         model._hidden(prompt, kv_cache=ours), model._hidden(prompt, kv_cache=theirs)
         ids = prompt[:, -1:]
         for _ in range(5):
-            h, want = model._plain_step(ids, ours), model._hidden(ids, kv_cache=theirs)[0]
+            h, want = generation.plain_step(model, ids, ours), model._hidden(ids, kv_cache=theirs)[0]
             assert h.shape == (2, 1, SMALL.d_model) and torch.equal(h, want)
             assert all(torch.equal(a.k, b.k) and torch.equal(a.v, b.v) for a, b in zip(ours, theirs))
             ids = model.lm_head(h[:, -1]).argmax(-1, keepdim=True)
@@ -635,8 +636,8 @@ def test_plain_step_is_forwards_step_to_the_bit(name, dtype):
 
 def test_plain_steps_only_for_gpt2s_layers_and_full_caches():
     full = [KVCache(max_tokens=10) for _ in range(SMALL.n_layers)]
-    assert GPT(SMALL)._plain_steps(full)
-    assert not GPT(SMALL)._plain_steps([KVCache(window=4) for _ in range(SMALL.n_layers)])
+    assert generation.plain_steps(GPT(SMALL), full)
+    assert not generation.plain_steps(GPT(SMALL), [KVCache(window=4) for _ in range(SMALL.n_layers)])
     others = {
         "rope": dict(positions="rope"),
         "rmsnorm": dict(norm="rmsnorm"),
@@ -648,4 +649,4 @@ def test_plain_steps_only_for_gpt2s_layers_and_full_caches():
     }
     for name, options in others.items():
         model = GPT(dataclasses.replace(SMALL, **options))
-        assert not model._plain_steps(full), name
+        assert not generation.plain_steps(model, full), name

@@ -8,6 +8,8 @@ import torch
 
 import attnlib
 from attnlib import GPT, AttnlibError, GPTConfig, KVCache, MultiHeadLatentAttention
+from attnlib.generation import new_caches
+from attnlib.latent import LatentCache
 
 transformers = pytest.importorskip("transformers")
 from _transformers import rope  # noqa: E402
@@ -61,21 +63,74 @@ def test_from_hf_equals_deepseek_v3_attention(q_rank, absorb):
 
 @pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
 def test_through_the_cache_equals_transformers_cache(absorb):
-    """Chunks of 3, 1, 1 and 4 tokens: attnlib's cache (the latent and the rotated key) and
-    transformers' DynamicCache give the same outputs as each other and as the whole sequence."""
+    """Chunks of 3, 1, 1 and 4 tokens: attnlib's LatentCache (the latent and the rotated key) and
+    transformers' DynamicCache give the same outputs as each other and as the whole sequence, and
+    hold the same numbers."""
     layer, config = _hf_layer(24)
     mine = attnlib.from_hf(layer)
     mine.absorb = absorb
     x = torch.randn(2, 9, D)
     whole, _ = _hf_run(layer, config, x)
-    hf_cache, cache, start = transformers.DynamicCache(config=config), KVCache(), 0
+    hf_cache, cache, start = transformers.DynamicCache(config=config), LatentCache(), 0
     for n in (3, 1, 1, 4):
         expected, _ = _hf_run(layer, config, x[:, start : start + n], start, hf_cache)
         out, _ = mine(x[:, start : start + n], is_causal=True, kv_cache=cache)
         assert torch.allclose(out, expected, atol=1e-5) and torch.allclose(out, whole[:, start : start + n], atol=1e-5)
         start += n
-        assert tuple(cache.k.shape) == (2, 1, start, RANK) and tuple(cache.v.shape) == (2, 1, start, ROPE)
+        assert tuple(cache.c.shape) == (2, 1, start, RANK) and tuple(cache.k_rope.shape) == (2, 1, start, ROPE)
+    assert len(cache) == cache.seen == 9
     assert cache.nbytes == 2 * 9 * (RANK + ROPE) * 4  # B * T * (kv_rank + d_head_rope) float32 numbers
+    # the same numbers as transformers' cache. DeepSeek's rotated pairs are (2i, 2i + 1), as attnlib's;
+    # transformers stores the rotated key with the pairs' first halves first: [even dims, odd dims]
+    theirs_k, theirs_v = hf_cache.layers[0].keys, hf_cache.layers[0].values
+    halves = torch.cat([torch.arange(0, ROPE, 2), torch.arange(1, ROPE, 2)])
+    if theirs_k.shape[-1] == RANK:  # transformers 5: the latent and the rotated key, (B, 1, T, ...)
+        torch.testing.assert_close(cache.c, theirs_k)
+        torch.testing.assert_close(cache.k_rope[..., halves], theirs_v)
+    else:  # transformers 4: every head's key [k_nope, k_rope] and value, expanded from the latent
+        k_nope = attnlib.split_heads(mine.w_uk(cache.c[:, 0]), H)  # (B, H, T, NOPE)
+        torch.testing.assert_close(k_nope, theirs_k[..., :NOPE])
+        torch.testing.assert_close(cache.k_rope[..., halves].expand(-1, H, -1, -1), theirs_k[..., NOPE:])
+        torch.testing.assert_close(attnlib.split_heads(mine.w_uv(cache.c[:, 0]), H), theirs_v)
+
+
+def test_latent_cache_holds_the_recomputed_latents_and_rotated_keys():
+    """A LatentCache after a prompt and one step holds c = RMSNorm(x W_DKV) and RoPE(x W_KR) of every
+    token, recomputed here from the layer's weights (torch's functions, no attnlib layer); allocated
+    ahead (max_tokens) it holds the same, and nbytes counts B T (kv_rank + d_head_rope) numbers."""
+    torch.manual_seed(4)
+    mla = MultiHeadLatentAttention(32, 4, kv_rank=8, d_head_rope=4).eval()
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        h = x @ mla.w_dkv.weight.T  # (B, T, kv_rank)
+        c = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + mla.kv_norm.eps) * mla.kv_norm.weight
+        k = x @ mla.w_kr.weight.T  # (B, T, 4): rotate the pairs (2i, 2i + 1) by position t * base^(-2i/4)
+        angle = torch.arange(7)[:, None] * 10000.0 ** (-torch.arange(0, 4, 2) / 4)  # (T, 2)
+        cos, sin = angle.cos(), angle.sin()
+        k_rope = torch.stack([k[..., 0::2] * cos - k[..., 1::2] * sin, k[..., 1::2] * cos + k[..., 0::2] * sin], -1)
+        k_rope = k_rope.flatten(-2)  # (B, T, 2, 2) -> (B, T, 4): pairs back in place
+        for cache in (LatentCache(), LatentCache(max_tokens=10)):
+            mla(x[:, :6], is_causal=True, kv_cache=cache)
+            mla(x[:, 6:], is_causal=True, kv_cache=cache)
+            torch.testing.assert_close(cache.c, c[:, None])  # (B, 1, T, kv_rank)
+            torch.testing.assert_close(cache.k_rope, k_rope[:, None])  # (B, 1, T, d_head_rope)
+            assert len(cache) == 7 and cache.nbytes == 2 * 7 * (8 + 4) * 4
+    assert repr(cache) == "LatentCache(T_cached=7, c of shape (2, 1, 7, 8), k_rope of shape (2, 1, 7, 4))"
+
+
+def test_latent_cache_bad_input():
+    cache = LatentCache(max_tokens=4)
+    with pytest.raises(AttnlibError, match=r"c_new: expected .*\(B, 1, T_new, kv_rank\)"):
+        cache.update(torch.zeros(2, 4, 3, 8), torch.zeros(2, 1, 3, 4))  # one latent per head: not MLA's
+    with pytest.raises(AttnlibError, match=r"k_rope_new: expected the B and T_new of c_new, \(2, 1, 3\)"):
+        cache.update(torch.zeros(2, 1, 3, 8), torch.zeros(2, 1, 2, 4))
+    cache.update(torch.zeros(2, 1, 3, 8), torch.zeros(2, 1, 3, 4))
+    with pytest.raises(AttnlibError, match="c_new: expected B = 2, width 8"):
+        cache.update(torch.zeros(2, 1, 1, 6), torch.zeros(2, 1, 1, 4))
+    with pytest.raises(AttnlibError, match=r"at most 1 new tokens .*max_tokens=4.*T_new = 2"):
+        cache.update(torch.zeros(2, 1, 2, 8), torch.zeros(2, 1, 2, 4))
+    with pytest.raises(AttnlibError, match="max_tokens: expected a positive int"):
+        LatentCache(max_tokens=0)
 
 
 def test_absorbed_equals_naive_and_expands_no_key():
@@ -133,7 +188,8 @@ def test_mla_model_generates_the_same_with_and_without_cache(q_rank):
     out = model.generate(ids, 25)
     assert torch.equal(out, model.generate(ids, 25, use_cache=False))
     assert len(set(out[:, 5:].flatten().tolist())) > 3
-    caches = model._caches(30, None, 0)
+    caches = new_caches(model, 30)
+    assert all(type(c) is LatentCache for c in caches)  # one per MLA block
     model(out[:, :30], kv_cache=caches)
     measured = sum(c.nbytes for c in caches)
     assert measured == attnlib.kv_cache_bytes(config, T=30, B=2) == 2 * 30 * 2 * (8 + 4) * 4  # layers B T (r+rope) 4
@@ -144,7 +200,7 @@ def test_cache_bytes_at_published_sizes_follow_table_1():
     2 n_heads d_head n_layers; checked on layers built small (the same formula) and at V3's sizes."""
     v3 = dict(vocab_size=129280, context_length=4096, d_model=7168, n_layers=61, n_heads=128, positions="rope",
               norm="rmsnorm", mlp="swiglu", bias=False)  # fmt: skip
-    mla = GPTConfig(**v3, attention="mla", kv_rank=512, q_rank=1536, d_head_rope=64, d_head_v=128, d_head=128)
+    mla = GPTConfig(**v3, attention="mla", kv_rank=512, q_rank=1536, d_head_rope=64, d_head_v=128, d_head_nope=128)
     mha = GPTConfig(**v3, d_head=128)
     per_token = attnlib.kv_cache_bytes(mla, T=1, dtype=torch.bfloat16)
     assert per_token == (512 + 64) * 61 * 2
@@ -173,6 +229,11 @@ def test_from_hf_names_what_it_does_not_build(overrides, match):
         ({"kv_rank": 8}, "mla"),
         ({"attention": "gqa"}, "attention"),
         ({"attention": "mla", "kv_rank": 8, "d_head_rope": 3}, "d_head_rope"),
+        (
+            {"attention": "mla", "kv_rank": 8, "d_head": 16},
+            r"d_head: expected None with attention='mla'.*d_head_nope=16",
+        ),
+        ({"d_head_nope": 16}, "'mla' when an MLA size"),
     ],
 )
 def test_mla_config_is_checked(kwargs, match):
@@ -181,7 +242,34 @@ def test_mla_config_is_checked(kwargs, match):
         GPTConfig(**{**base, **kwargs})
 
 
-def test_mla_takes_no_rolling_cache():
+def test_mla_takes_a_latent_cache_not_a_kv_cache():
+    """MLA caches a latent and a rotated key: a KVCache (rolling or not) is refused with what was expected
+    and what was received, in the layer and in a GPT; LatentCache has no window to roll."""
     layer = MultiHeadLatentAttention(16, 2, kv_rank=4)
-    with pytest.raises(AttnlibError, match="window"):
-        layer(torch.randn(1, 3, 16), is_causal=True, kv_cache=KVCache(window=2))
+    for cache in (KVCache(), KVCache(window=2)):
+        with pytest.raises(
+            AttnlibError, match=r"kv_cache: expected None or an attnlib LatentCache .*received KVCache\("
+        ):
+            layer(torch.randn(1, 3, 16), is_causal=True, kv_cache=cache)
+    with pytest.raises(AttnlibError, match="received tensor of shape"):
+        layer(torch.randn(1, 3, 16), is_causal=True, kv_cache=torch.zeros(1))
+    with pytest.raises(TypeError, match="window"):
+        LatentCache(window=2)
+    config = GPTConfig(31, 16, 32, 2, 4, positions="rope", attention="mla", kv_rank=8)
+    with pytest.raises(AttnlibError, match="expected None or an attnlib LatentCache"):
+        GPT(config)(torch.zeros(1, 3, dtype=torch.long), kv_cache=[KVCache(), KVCache()])
+    with pytest.raises(AttnlibError, match="ids: expected B = 2 sequences"):  # the batch read from the latents
+        caches = [LatentCache(), LatentCache()]
+        GPT(config)(torch.zeros(2, 3, dtype=torch.long), kv_cache=caches)
+        GPT(config)(torch.zeros(1, 1, dtype=torch.long), kv_cache=caches)
+
+
+def test_mla_config_d_head_nope_is_its_own_field():
+    """d_head_nope sets the unrotated key width (and, by default, d_head_rope = d_head_nope / 2 and
+    d_head_v = d_head_nope), with d_model / n_heads as its default; d_head is multi-head attention's."""
+    base = dict(vocab_size=31, context_length=16, d_model=32, n_layers=1, n_heads=4, positions="rope")
+    layer = attnlib.model.make_attention(GPTConfig(**base, attention="mla", kv_rank=8, d_head_nope=12))
+    assert (layer.d_head_nope, layer.d_head_rope, layer.d_head_v) == (12, 6, 12)
+    layer = attnlib.model.make_attention(GPTConfig(**base, attention="mla", kv_rank=8))
+    assert (layer.d_head_nope, layer.d_head_rope, layer.d_head_v) == (8, 4, 8)
+    assert "d_head_nope=12" in repr(GPTConfig(**base, attention="mla", kv_rank=8, d_head_nope=12))

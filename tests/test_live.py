@@ -22,9 +22,9 @@ from _chromium import assert_offline_and_clean, open_view, views_browser
 
 from attnlib import plot
 from attnlib._validate import AttnlibError
-from attnlib.live import BUDGET, STILL, LiveModel
 from attnlib.model import GPT, GPTConfig
 from attnlib.train import reverse_batch, train
+from attnlib.views.live import BUDGET, STILL, LiveModel
 
 DIGITS = list("0123456789|")  # chapter 10's vocabulary: the digits, and the separator, token 10
 CH10 = GPTConfig(vocab_size=11, context_length=13, d_model=32, n_layers=1, n_heads=4)  # chapter 10's model

@@ -85,6 +85,20 @@ def test_variants_closed_form_equals_module(bias, tie):
     assert gpt_params(untied) == 124_439_808 + 50257 * 768  # an untied head adds V * d_model
 
 
+@pytest.mark.parametrize("d_head_nope", [None, 12])
+def test_mla_config_counts_with_its_own_head_widths(d_head_nope):
+    """attention="mla": param_breakdown's attention part, with d_head_nope (default d_model / n_heads) and
+    d_head_rope = d_head_nope / 2, d_head_v = d_head_nope by default, equals the layers' parameters walked."""
+    config = GPTConfig(100, 16, 32, 2, 4, bias=False, positions="rope", norm="rmsnorm", mlp="swiglu",
+                       attention="mla", kv_rank=8, d_head_nope=d_head_nope)  # fmt: skip
+    model = on_meta(config)
+    n = d_head_nope or 32 // 4
+    attn = model.blocks[0].attn
+    assert (attn.d_head_nope, attn.d_head_rope, attn.d_head_v) == (n, n // 2, n)
+    assert param_breakdown(config)["attention"] == sum(count_params(b.attn) for b in model.blocks)
+    assert gpt_params(config) == count_params(model)
+
+
 def test_count_params_counts_a_tied_weight_once():
     model = on_meta(TINY)
     every_reference = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))

@@ -275,3 +275,100 @@ def test_multihead_on_cuda_matches_cpu():
         torch.testing.assert_close(out.cpu(), exp, atol=1e-4, rtol=1e-4)
     out, _ = mha_cuda(x_cuda, is_causal=True)
     torch.testing.assert_close(out.cpu(), mha.cpu()(x, is_causal=True)[0], atol=1e-4, rtol=1e-4)
+
+
+# --- the layer as a pipeline (issue 34) --------------------------------------------------------------
+
+
+def test_forward_reads_as_its_steps_on_one_screen():
+    """forward is the chapters' steps, one line each: at most about 25 lines of code below its docstring,
+    and every step a method of its own, in the order of the chapters."""
+    import ast
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(MultiHeadAttention.forward))
+    body = ast.parse(source).body[0].body[1:]  # without the docstring
+    lines = {n for stmt in body for node in ast.walk(stmt) if hasattr(node, "lineno") for n in [node.lineno]}
+    assert len(lines) <= 25, len(lines)
+    called = [
+        node.func.attr
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+    ]  # fmt: skip
+    steps = ["project", "normalize", "place", "append", "build_mask", "place_in_cache", "attend", "w_o"]
+    assert [c for c in called if c in steps] == steps
+
+
+def test_softmax_with_sink_is_the_formula():
+    """exp(s_j) / (exp(b_h) + sum_k exp(s_k)), written out in float64, with masked (-inf) scores."""
+    from attnlib.multihead import softmax_with_sink
+
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 4, 5, generator=g, dtype=F64)
+    scores[..., 3:] = float("-inf")  # the last two keys masked
+    sinks = torch.randn(3, generator=g, dtype=F64)
+    e = scores.exp()
+    want = e / (sinks.exp().view(1, 3, 1, 1) + e.sum(-1, keepdim=True))
+    got = softmax_with_sink(scores, sinks)
+    assert torch.allclose(got, want, atol=1e-12) and (got[..., 3:] == 0).all()
+    assert (got.sum(-1) < 1).all()
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_sinks_weights_path_equals_the_sdpa_path(is_causal):
+    """The visible formula (need_weights=True) and the zero-key trick for SDPA give the same outputs."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4, n_kv_heads=2, learned_sinks=True).double().eval()
+    with torch.no_grad():
+        layer.sinks.copy_(torch.randn(4, dtype=F64))
+    x = randn(2, 6, 16)
+    mask = None if is_causal else torch.rand(6, 6, generator=torch.Generator().manual_seed(1)) < 0.7
+    slow, weights = layer(x, attn_mask=mask, is_causal=is_causal)
+    fast, _ = layer(x, attn_mask=mask, is_causal=is_causal, need_weights=False)
+    assert torch.allclose(slow, fast, atol=1e-12) and weights.shape == (2, 4, 6, 6)
+    assert (weights.sum(-1) < 1).all()
+
+
+def test_in_cache_positions_are_an_explicit_choice():
+    """A rolling cache on a full-attention RoPE layer: by default keys are cached rotated at their own
+    positions (the cache does not switch the mode); positions="in_cache" caches them unrotated and rotates
+    every held key by its index in the cache (StreamingLLM). Both equal a fresh pass over what they see."""
+    from attnlib import KVCache, apply_rope
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4, rope=True).double().eval()
+    x = randn(1, 12, 16)
+    for where in (None, "in_cache"):
+        cache = KVCache(window=4, sinks=1)
+        with torch.no_grad():
+            for t in range(12):
+                held = cache.positions
+                out, _ = layer(x[:, t : t + 1], is_causal=True, kv_cache=cache, positions=where)
+                seen = torch.cat([held, torch.tensor([t])])  # (T_k,): the tokens this query sees
+                fresh_pos = torch.arange(len(seen)) if where else seen  # "in_cache": positions 0 .. T_k - 1
+                want, _ = layer(x[:, seen], is_causal=True, positions=fresh_pos)
+                assert torch.allclose(out[0, -1], want[0, -1], atol=1e-10), (where, t)
+            k = split_heads(layer.w_k(x[:, cache.positions]), 4)  # the held tokens' unrotated keys
+        rotated = apply_rope(k, cache.positions, layer.rope_base)
+        assert torch.allclose(cache.k, k if where else rotated, atol=1e-12), where
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragments",
+    [
+        (dict(positions="in_cache"), ['"in_cache" with a kv_cache', "'in_cache'"]),
+        (dict(positions="streaming", kv_cache="cache"), ['"in_cache" with a kv_cache', "'streaming' with a kv_cache"]),
+    ],
+)
+def test_in_cache_positions_reject_bad_use(kwargs, fragments):
+    from attnlib import KVCache
+
+    layer = MultiHeadAttention(16, 4, rope=True)
+    kwargs = {k: KVCache() if v == "cache" else v for k, v in kwargs.items()}
+    with raises("positions", *fragments):
+        layer(torch.randn(1, 3, 16), is_causal=True, **kwargs)
+    with raises("positions", "rope=True"):
+        MultiHeadAttention(16, 4)(torch.randn(1, 3, 16), kv_cache=KVCache(), positions="in_cache")

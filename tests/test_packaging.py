@@ -9,6 +9,7 @@ fresh virtual environment outside the repository, shows a missing subpackage or 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,25 @@ except AssertionError as e:
 """
 
 
+# The three interactive views, rendered by an attnlib: their scripts and styles are package files
+# (attnlib/views/*.js, *.css) that the wheel must carry. Prints where attnlib.plot is and each page.
+VIEWS = """
+import json, torch
+from attnlib import plot
+from attnlib.model import GPT, GPTConfig
+
+torch.manual_seed(0)
+model = GPT(GPTConfig(vocab_size=11, context_length=13, d_model=32, n_layers=1, n_heads=4))
+s = torch.tensor([2.0, 1.0, 4.0, 3.0, 7.0, 0.0, 5.0, 6.0])
+views = {
+    "explore": plot.explore(torch.softmax(s.reshape(2, 4), dim=-1), ["the", "cat", "sat", "on"], title="scores"),
+    "live_model": plot.live_model(model, list("0123456789|"), prompt_length=7, new_tokens=6, example="493039|"),
+    "online_softmax_player": plot.online_softmax_player(s, s.reshape(8, 1), block_size=3),
+}
+print(json.dumps({"plot": plot.__file__, **{name: view._repr_html_() for name, view in views.items()}}))
+"""
+
+
 TOOLS = ("nbformat", "nbclient", "polib")  # the "tools" extra's dependencies that attnlib alone does not install
 
 
@@ -65,6 +85,7 @@ def installed_wheel() -> dict:
         "learner_zh": run("-c", LEARNER, MPLBACKEND="Agg", ATTNLIB_LANG="zh_CN"),
         # attnlib alone installs none of the tools' dependencies; the "tools" extra adds them for the grader
         "bare": run("-c", f"import importlib.util as u; print([m for m in {TOOLS!r} if u.find_spec(m)])"),
+        "views": run("-c", VIEWS),
     }
     runs["tools"] = run(
         "-m", "pip", "install", "-q", "--no-compile", "-c", str(installed.constraints), f"{installed.wheel}[tools]"
@@ -85,6 +106,8 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_w
         "attnlib/check/ch13.py",
         "attnlib/i18n.py",
         "attnlib/locales/zh_CN/LC_MESSAGES/attnlib.po",
+        "attnlib/plot/__init__.py",
+        "attnlib/views/explore.py",
         "coursetools/homework.py",
         "coursetools/translate.py",
     ):
@@ -104,6 +127,34 @@ def test_the_built_wheel_installs_into_a_fresh_environment_and_works(installed_w
     assert tools.returncode == 0, tools.stderr
     cli = installed_wheel["cli"]
     assert cli.returncode == 0 and "release" in cli.stdout and "grade" in cli.stdout, cli.stderr
+
+
+@pytest.mark.slow
+def test_the_wheel_renders_the_views_from_its_own_script_and_style_files(installed_wheel):
+    """Every script and style file of the interactive views (attnlib/views/*.js, *.css) is in the wheel,
+    and each view, rendered by the installed copy from those files, is byte for byte the page the
+    checkout renders."""
+    shipped = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "attnlib" / "views").glob("*.[jc]s*"))
+    assert {"attnlib/views/explore.js", "attnlib/views/live.css", "attnlib/views/player.js"} <= set(shipped)
+    missing = [name for name in shipped if name not in installed_wheel["installed"].names]
+    assert not missing, f"{missing} missing from the wheel: list them in pyproject.toml's package-data"
+    run = installed_wheel["views"]
+    assert run.returncode == 0, run.stderr
+    wheel = json.loads(run.stdout)
+    assert "site-packages" in wheel.pop("plot"), "the views were not rendered by the installed copy"
+    env = {k: v for k, v in os.environ.items() if k != "ATTNLIB_LANG"}  # English, as the wheel's run
+    here = subprocess.run([sys.executable, "-c", VIEWS], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert here.returncode == 0, here.stderr
+    checkout = json.loads(here.stdout)
+    assert "site-packages" not in checkout.pop("plot")  # the checkout's own attnlib
+    assert sorted(wheel) == ["explore", "live_model", "online_softmax_player"]
+    for name, page in wheel.items():
+        assert page == checkout[name], f"plot.{name}: the installed wheel renders another page than the checkout"
+    for view, stem in (("explore", "explore"), ("live_model", "live"), ("online_softmax_player", "player")):
+        for kind in ("js", "css"):  # the longest line of each file, read here as text, is in the page
+            lines = (ROOT / "attnlib" / "views" / f"{stem}.{kind}").read_text().split("*/\n", 1)[1].splitlines()
+            line = max((t for t in lines if "__" not in t and not t.startswith("/*")), key=len)
+            assert line in wheel[view], f"{stem}.{kind}: {line!r} is not in plot.{view}'s page"
 
 
 def _execute():

@@ -21,7 +21,7 @@ from _chromium import assert_offline_and_clean, contrast, open_view, views_brows
 
 from attnlib import i18n, plot
 from attnlib._validate import AttnlibError
-from attnlib.player import HINT, MAX_DV, MAX_KEYS, NAMES, STYLE, WORDS, OnlineSoftmaxPlayer, _words
+from attnlib.views.player import HINT, MAX_DV, MAX_KEYS, NAMES, STYLE, WORDS, OnlineSoftmaxPlayer, _words
 
 
 def _row(n: int, seed: int) -> torch.Tensor:

@@ -281,3 +281,59 @@ def test_rope_leaves_its_input_alone_and_passes_gradients():
 def test_rope_rejects_bad_input(args, kwargs, match):
     with pytest.raises(AttnlibError, match=match):
         apply_rope(*args, **kwargs)
+
+
+# --- the layer's positions object (issue 34) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rope_object_equals_apply_rope_to_the_bit(dtype):
+    """RoPE(d_head, base)(x, positions) looks its angles up in a table; apply_rope computes them each call.
+    Equal to the bit: default positions, offsets after a cache, one row per sequence, a table that grows,
+    fractional and negative positions (computed directly)."""
+    from attnlib.positions import RoPE
+
+    rope = RoPE(16, base=500000.0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 16, generator=g, dtype=dtype)  # (B, n_heads, T, d_head)
+    for positions in (
+        torch.arange(5),
+        torch.arange(40, 45),  # past the first table: it grows
+        torch.tensor([[[0, 1, 2, 3, 4]], [[7, 8, 9, 10, 11]]]),  # (B, 1, T): one row per sequence
+        torch.tensor([3.5, 0.0, 1.25, 2.0, 9.0]),
+        torch.tensor([-2, -1, 0, 1, 2]),
+    ):
+        assert torch.equal(rope(x, positions), apply_rope(x, positions, 500000.0)), positions
+
+
+def test_rope_object_computes_its_table_once_per_length_and_device(monkeypatch):
+    from attnlib import positions as positions_module
+    from attnlib.positions import RoPE
+
+    calls = []
+    original = positions_module.rope_frequencies
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(positions_module, "rope_frequencies", counted)
+    rope, x = RoPE(8), torch.randn(1, 2, 4, 8)
+    for start in range(0, 20, 4):  # positions up to 3, 7, 11, 15, 19
+        rope(x, torch.arange(start, start + 4))
+    assert len(calls) == 4  # tables of 4, 8, 16 (twice 8) and 32 positions; 16 held positions 12 .. 15
+    for _ in range(10):
+        rope(x, torch.arange(20, 24))  # within the table: looked up, not computed
+    rope(x.double(), torch.arange(4))  # another dtype: a table of its own
+    assert len(calls) == 5
+
+
+def test_nope_leaves_queries_and_keys_alone():
+    from attnlib import MultiHeadAttention
+    from attnlib.positions import NoPE, RoPE
+
+    assert isinstance(MultiHeadAttention(8, 2).pos_enc, NoPE)
+    layer = MultiHeadAttention(8, 2, rope=True, rope_base=500000.0)
+    assert isinstance(layer.pos_enc, RoPE) and layer.rope and layer.rope_base == 500000.0
+    assert (layer.pos_enc.d_head, layer.pos_enc.base) == (4, 500000.0)
+    assert not MultiHeadAttention(8, 2, rope_base=3.0).rope and MultiHeadAttention(8, 2, rope_base=3.0).rope_base == 3.0

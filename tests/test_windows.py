@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import attnlib
 from attnlib import GPT, AttnlibError, GPTConfig, KVCache, MultiHeadAttention, sliding_window_mask
+from attnlib.generation import new_caches
 
 flex = pytest.importorskip("torch.nn.attention.flex_attention")
 
@@ -190,7 +191,7 @@ def test_windowed_model_logits_in_chunks_and_cache_memory_bounded():
     model = _randomized(GPT(config), seed=3)
     ids = torch.randint(0, 23, (1, 30), generator=torch.Generator().manual_seed(2))
     full = model(ids)
-    caches = model._caches(30, None, 0)
+    caches = new_caches(model, 30)
     per_token = 2 * 2 * 4 * 4  # k and v, 2 kv heads, d_head 4, float32
     start, logits = 0, []
     for n in (1, 7, 2, 5, 1, 1, 6, 7):
@@ -212,7 +213,7 @@ def test_kv_cache_bytes_is_what_the_rolling_caches_hold_between_steps(name, dtyp
     config = _config(**WINDOWED[name])
     model = _randomized(GPT(config), seed=4).to(dtype)
     ids = torch.randint(0, 23, (2, 30), generator=torch.Generator().manual_seed(5))
-    caches, start = model._caches(30, None, 0), 0
+    caches, start = new_caches(model, 30), 0
     with torch.no_grad():
         for n in (1, 2, 7, 1, 1, 6, 12):
             model(ids[:, start : start + n], kv_cache=caches)
@@ -252,7 +253,7 @@ def test_streaming_cache_generates_past_the_context_in_bounded_memory():
     for step in range(20):
         new = seq if step == 0 else seq[:, -1:]
         held = caches[0].positions
-        logits = model(new, kv_cache=caches)[:, -1]
+        logits = model(new, kv_cache=caches, positions="in_cache")[:, -1]
         assert caches[0].nbytes <= 7 * 2 * 4 * 4 * 4 and len(caches[0]) <= 7  # 2 sinks + 5: with the next, 8
         seen = torch.cat([held, torch.arange(seq.shape[1] - new.shape[1], seq.shape[1])])  # what the last token saw
         assert torch.allclose(logits, model(seq[:, seen])[:, -1], atol=1e-4), step

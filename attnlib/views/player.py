@@ -33,7 +33,8 @@ without values), and on ``.osp-final``: ``data-final`` (the row ``exp(s - m) / â
 ``data-equal`` (whether it is at most 1e-6); ``.osp-note`` has ``data-rescaled`` (whether the
 step's tile brought a new maximum).
 
-The HTML is self-contained (style, script and data inline: no network) and deterministic:
+The HTML is self-contained (style, script and data inline: no network; the style and the script
+are ``player.css`` and ``player.js``, beside this module) and deterministic:
 the scores and values are stored as the float64 numbers given (shortest round-trip form)
 and Python's reference row rounded to 8 decimals, so the same inputs give the same bytes on
 every machine (the element id is a hash of them). A player is for reading by eye: at most
@@ -51,14 +52,15 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import math
 
 import numpy as np
 import torch
 
-from ._validate import describe, ensure_block_size, fail
-from .i18n import language, tr
+from .._figure_text import tr_label
+from .._validate import describe, ensure_block_size, fail
+from ..i18n import language, tr
+from ._page import script, script_json, style
 
 __all__ = ["MAX_DV", "MAX_KEYS", "OnlineSoftmaxPlayer", "online_softmax_player"]
 
@@ -85,6 +87,11 @@ WORDS = (
 # The names of the player and of its sideways-scrolling boxes, for screen readers (aria-label).
 NAMES = ("online softmax, tile by tile", "scores by tile", "running state")
 HINT = "Step through the tiles with Back and Forward, the slider or the arrow keys (Home: start, End: end)."
+
+# The page's style and script, package files beside this module (attnlib/views/_page.py reads them). The
+# script computes the online softmax after k tiles from the scores, for the step k the reader picks.
+STYLE = style("player.css")
+SCRIPT = script("player.js")
 
 
 def _words() -> dict[str, str]:
@@ -187,9 +194,7 @@ def online_softmax_player(scores, values=None, *, block_size: int, title: str | 
     if title is not None and not isinstance(title, str):
         raise fail("title", "None or a str", describe(title))
     if title is not None:
-        from .plot import _label  # a title is translated as plot's titles are (plot imports this module)
-
-        title = _label(title)
+        title = tr_label(title)  # translated as plot's titles are
     return OnlineSoftmaxPlayer(s, v, b, title)
 
 
@@ -213,12 +218,6 @@ def _finite(name: str, a: np.ndarray) -> None:
 # The page ------------------------------------------------------------------------------------------
 
 
-def _json(data) -> str:
-    """JSON safe inside a <script> element (no "</script>", no "<!--")."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 def _word(word: str, cls: str = "") -> str:
     """A word of the page, translated, with its English msgid in ``data-i18n``."""
     c = f' class="{cls}"' if cls else ""
@@ -228,8 +227,8 @@ def _word(word: str, cls: str = "") -> str:
 def render(p: OnlineSoftmaxPlayer) -> str:
     """The player's HTML: one <div> holding its style, its markup, its data and its script."""
     d = p.data()
-    data = _json(d)
-    uid = "osp-" + hashlib.sha256("\n".join([data, _json(p.title), language()]).encode()).hexdigest()[:12]
+    data = script_json(d)
+    uid = "osp-" + hashlib.sha256("\n".join([data, script_json(p.title), language()]).encode()).hexdigest()[:12]
     esc = html.escape
     t_k, b, n = p.scores.size, p.block_size, p.n_tiles
     tiles = [(t, t * b, min(t * b + b, t_k)) for t in range(n)]
@@ -299,104 +298,3 @@ def render(p: OnlineSoftmaxPlayer) -> str:
         f'<script type="application/json" class="osp-data">{data}</script>'
         f"<script>{SCRIPT.replace('__ID__', uid)}</script></div>"
     )
-
-
-STYLE = (
-    ".osp{font:13px/1.35 system-ui,sans-serif;max-width:100%;margin:.5em 0;padding:.3em;border-radius:4px}"
-    ".osp:focus-visible{outline:2px solid #0072B2}"
-    ".osp-title{font-weight:bold;margin-bottom:.3em}"
-    ".osp-controls{display:flex;flex-wrap:wrap;align-items:center;gap:.3em .8em;margin-bottom:.4em}"
-    ".osp-controls button{font:inherit;padding:1px 8px;cursor:pointer}"
-    '.osp-controls button[aria-disabled="true"]{opacity:.45;cursor:default}'
-    ".osp-scroll{max-width:100%;overflow-x:auto}"
-    ".osp-scroll:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
-    ".osp table{border-collapse:collapse;font-variant-numeric:tabular-nums}"
-    ".osp th,.osp td{border:1px solid rgba(128,128,128,.4);padding:1px 5px;text-align:right;white-space:nowrap}"
-    ".osp th[scope=row]{text-align:left;font-weight:normal}"
-    ".osp caption{text-align:left;font-weight:bold;color:inherit}"  # not the theme's muted grey (dark mode)
-    ".osp-tile{font-weight:normal}"
-    ".osp-status{font-size:85%}"
-    ".osp-unread{color:#555;border-style:dashed}"  # 4.5:1 or more: on white and on the dark theme's output box
-    ".osp-seen{background:rgba(86,180,233,.18)}"
-    ".osp-now{background:rgba(230,159,0,.35);font-weight:bold;border:2px solid #000}"
-    ".osp-state table{margin-top:.5em}"
-    ".osp-state td{text-align:left}"
-    ".osp-note{margin:.3em 0}"
-    ".osp-new{color:#943d00;font-weight:bold}"
-    ".osp-final{margin-top:.5em}"
-    ".osp-ok{color:#00664c;font-weight:bold}"  # 4.5:1 or more on white and on #ced6dd
-    ".osp-bad{color:#943d00;font-weight:bold}"
-    ".osp-hint{font-size:90%;opacity:.75;margin:.3em 0}"
-)
-
-# The script: the step k -> the online softmax after k tiles, computed here from the scores.
-SCRIPT = """(function(){
-var root=document.getElementById("__ID__");if(!root||root.dataset.ready)return;root.dataset.ready="1";
-var D=JSON.parse(root.querySelector(".osp-data").textContent),s=D.s,V=D.v,b=D.b,T=s.length;
-var n=Math.ceil(T/b),dv=V?V[0].length:0,k=0;
-function $(c){return root.querySelector(c);}
-function $$(c){return [].slice.call(root.querySelectorAll(c));}
-var back=$(".osp-back"),fwd=$(".osp-forward"),slider=$(".osp-slider"),label=$(".osp-step"),state=$(".osp-state");
-var note=$(".osp-note"),fin=$(".osp-final");
-function say(w,a){var t=D.text[w];(a||[]).forEach(function(x){t=t.replace("{}",x);});return t;}
-function f4(x){return x===-Infinity?"\\u2212\\u221e":x.toFixed(4);}
-function vec(o){return "["+o.map(f4).join(", ")+"]";}
-function num(x){return x===-Infinity?"-Infinity":String(x);}
-// the online softmax: m, l and o after the first `steps` tiles, and the last tile's update
-function run(steps){
-  var m=-Infinity,l=0,o=[],st={m0:-Infinity,l0:0,f:NaN,sum:0};for(var c=0;c<dv;c++)o.push(0);
-  for(var t=0;t<steps;t++){
-    var lo=t*b,hi=Math.min(lo+b,T),mt=-Infinity,j;
-    for(j=lo;j<hi;j++)if(s[j]>mt)mt=s[j];
-    var mn=Math.max(m,mt),f=Math.exp(m-mn),sum=0;
-    for(c=0;c<dv;c++)o[c]*=f;
-    for(j=lo;j<hi;j++){var p=Math.exp(s[j]-mn);sum+=p;for(c=0;c<dv;c++)o[c]+=p*V[j][c];}
-    st={m0:m,l0:l,f:f,sum:sum};l=f*l+sum;m=mn;
-  }
-  st.m=m;st.l=l;st.o=o;return st;
-}
-function draw(){
-  var r=run(k),w=s.map(function(x,j){return j<k*b?Math.exp(x-r.m)/r.l:null;});
-  slider.value=String(k);label.textContent=say("step",[k,n]);
-  back.setAttribute("aria-disabled",String(k===0));fwd.setAttribute("aria-disabled",String(k===n));
-  $$(".osp-tile").forEach(function(h,t){var now=t===k-1,seen=t<k-1;
-    h.className="osp-tile "+(now?"osp-now":seen?"osp-seen":"osp-unread");
-    h.querySelector(".osp-status").textContent=D.text[now?"now":seen?"read":"unread"];});
-  $$(".osp-row tbody tr").forEach(function(row){var wr=row.classList.contains("osp-wrow");
-    [].forEach.call(row.querySelectorAll("td"),function(e,j){var t=Math.floor(j/b);
-      e.className=t===k-1?"osp-now":t<k-1?"osp-seen":"osp-unread";
-      if(wr)e.textContent=w[j]===null?"\\u2014":w[j].toFixed(4);});});
-  $(".osp-m").textContent=k===0?"\\u2212\\u221e":f4(r.m0)+" \\u2192 "+f4(r.m);
-  $(".osp-factor").textContent=k===0?"\\u2014":f4(r.f);
-  $(".osp-l").textContent=k===0?"0":f4(r.f)+" \\u00d7 "+f4(r.l0)+" + "+f4(r.sum)+" = "+f4(r.l);
-  if(V)$(".osp-o").textContent=vec(r.o);
-  var grew=k>1&&r.m>r.m0;
-  note.textContent=say(k===0?"start":k===1?"first":grew?"grew":"same");
-  note.className="osp-note"+(grew?" osp-new":"");note.dataset.rescaled=String(grew);
-  state.dataset.step=String(k);state.dataset.m=num(r.m);state.dataset.l=num(r.l);
-  state.dataset.factor=k===0?"NaN":num(r.f);state.dataset.w=JSON.stringify(w);state.dataset.o=V?JSON.stringify(r.o):"null";
-  fin.hidden=k!==n;
-  if(k===n){
-    var diff=0,out=V?r.o.map(function(x){return x/r.l;}):null;
-    $$(".osp-fk tr").forEach(function(row,j){var d=Math.abs(w[j]-D.softmax[j]);diff=Math.max(diff,d);
-      row.cells[1].textContent=w[j].toFixed(4);var mk=row.cells[3];mk.textContent=d<=D.tol?"= \\u2713":"\\u2260 \\u2717";mk.className="osp-mark "+(d<=D.tol?"osp-ok":"osp-bad");});
-    if(V){var dout=0;out.forEach(function(x,c){dout=Math.max(dout,Math.abs(x-D.out[c]));});diff=Math.max(diff,dout);
-      $(".osp-out").textContent=vec(out);var mo=$(".osp-mark-out");mo.textContent=dout<=D.tol?"= \\u2713":"\\u2260 \\u2717";
-      mo.className="osp-mark-out "+(dout<=D.tol?"osp-ok":"osp-bad");}
-    var ok=diff<=D.tol,v=$(".osp-verdict");
-    v.textContent=(ok?"\\u2713 ":"\\u2717 ")+say(ok?"equal":"different")+" ("+say("diff")+" "+diff.toExponential(1)+(ok?" \\u2264 ":" > ")+"1e-6)";
-    v.className="osp-verdict "+(ok?"osp-ok":"osp-bad");
-    fin.dataset.final=JSON.stringify(w);fin.dataset.out=V?JSON.stringify(out):"null";fin.dataset.maxDiff=String(diff);fin.dataset.equal=String(ok);
-  }
-}
-function go(to){k=Math.max(0,Math.min(n,to));draw();}
-back.addEventListener("click",function(){go(k-1);});
-fwd.addEventListener("click",function(){go(k+1);});
-slider.addEventListener("input",function(){go(+slider.value);});
-root.addEventListener("keydown",function(e){
-  if(e.target===slider)return;  // the slider moves itself with the arrow keys
-  var to={ArrowRight:k+1,ArrowDown:k+1,ArrowLeft:k-1,ArrowUp:k-1,Home:0,End:n}[e.key];
-  if(to!==undefined){e.preventDefault();go(to);}
-});
-draw();
-})();"""

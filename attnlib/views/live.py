@@ -30,8 +30,9 @@ positions, LayerNorm, the GELU MLP and plain multi-head attention (any ``n_layer
 attention) is refused with an error naming it.
 
 The weights are exported exactly: float32, little-endian, base64 in the page, decoded with a
-``DataView``. The page is self-contained (style, script and data inline) and deterministic (the
-same model and arguments give the same bytes). Size budget: ``4/3 * 4`` bytes of base64 per
+``DataView``. The page is self-contained (style, script and data inline; the style and the script
+are ``live.css`` and ``live.js``, beside this module) and deterministic (the same model and
+arguments give the same bytes). Size budget: ``4/3 * 4`` bytes of base64 per
 exported float (the parameters, with ``pos_emb`` cut to the ``T`` positions used) plus at most
 30 kB; chapter 10's model (13,536 parameters) makes a page of under 110 kB.
 
@@ -53,10 +54,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ._validate import describe, ensure_int, fail
-from .explore import SCRIPT, _json, explore, render
-from .i18n import language, tr
-from .model import GPT
+from .._figure_text import tr_label
+from .._validate import describe, ensure_int, fail
+from ..i18n import language, tr
+from ..model import GPT
+from ._page import script, script_json, style
+from .explore import SCRIPT, explore, render
 
 __all__ = ["LiveModel", "live_model", "export_weights"]
 
@@ -77,6 +80,11 @@ WORDS = (TYPE, SPACES, RUN, PROMPT, WRITES, VIEW, COUNT, UNKNOWN, STILL)
 
 SUPPORTED = "learned positions, LayerNorm, the GELU MLP, multi-head attention"
 BUDGET = 30_000  # bytes of the page besides the weights' base64
+
+# The page's style and script, package files beside this module (attnlib/views/_page.py reads them). The
+# script decodes the weights, reads the prompt, generates, runs once more for the weights and shows them.
+STYLE = style("live.css")
+LIVE_SCRIPT = script("live.js")
 
 
 class LiveModel:
@@ -166,9 +174,7 @@ def live_model(model, vocab, *, prompt_length, new_tokens, example=None, title=N
     if title is not None and not isinstance(title, str):
         raise fail("title", "None or a str", describe(title))
     if title is not None:
-        from .plot import _label  # translated as plot's titles are (plot imports this module)
-
-        title = _label(title)
+        title = tr_label(title)  # translated as plot's titles are
     spec, names, blob = export_weights(model, prompt_length + new_tokens)
     return LiveModel(spec, names, blob, vocab, prompt_length, new_tokens, example, title)
 
@@ -290,8 +296,8 @@ def render_live(live: LiveModel) -> str:
         "new": live.new_tokens,
         "text": {"count": tr(COUNT), "unknown": tr(UNKNOWN)},
     }
-    text = _json(data)
-    seed = "\n".join([text, _json([live.example, live.title]), language()])
+    text = script_json(data)
+    seed = "\n".join([text, script_json([live.example, live.title]), language()])
     uid = "attnl-" + hashlib.sha256(seed.encode()).hexdigest()[:12]
     label = _word(TYPE, n=str(live.prompt_length), tokens=" ".join(live.vocab))
     if single:
@@ -315,109 +321,3 @@ def render_live(live: LiveModel) -> str:
         f"<script>{LIVE_SCRIPT.replace('__ID__', uid).replace('__EXPLORER__', SCRIPT)}</script>"
         "</div>"
     )
-
-
-STYLE = (
-    ".attnl{font:13px/1.3 system-ui,sans-serif;max-width:100%;overflow-x:auto;margin:.5em 0}"
-    ".attnl-title{font-weight:bold;margin-bottom:.3em}"
-    ".attnl-form{display:flex;flex-wrap:wrap;align-items:center;gap:.3em .6em}"
-    ".attnl-in{font:14px/1.4 ui-monospace,monospace;padding:2px 4px}"
-    ".attnl-in:focus-visible,.attnl-run:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
-    ".attnl-run{font:inherit;padding:2px 10px}"
-    ".attnl-msg{min-height:1.3em;margin:.3em 0;color:#943d00;font-weight:bold}"  # 4.5:1 or more on white and on #ced6dd
-    ".attnl-msg.attnl-still{color:inherit;font-weight:normal;opacity:.7}"
-    ".attnl-result{margin:.3em 0;font-size:15px}"
-    ".attnl-label{opacity:.75;font-size:13px}"  # not italic: Chinese labels are never slanted
-    ".attnl-tok{display:inline-block;min-width:1.1em;text-align:center;font-family:ui-monospace,monospace;"
-    "padding:0 2px;margin:0 1px;border-radius:3px}"
-    ".attnl-answer .attnl-tok{background:rgba(0,158,115,.18);font-weight:bold}"
-    ".attnl-view-title{margin-top:.5em}"
-)
-
-# The script: decode the weights, read the prompt, generate, run once more for the weights, show them.
-LIVE_SCRIPT = """(function(){
-var root=document.getElementById("__ID__");if(!root||root.dataset.ready)return;root.dataset.ready="1";
-__EXPLORER__
-var D=JSON.parse(root.querySelector(".attnl-data").textContent),S=D.spec;
-var input=root.querySelector(".attnl-in"),msg=root.querySelector(".attnl-msg"),res=root.querySelector(".attnl-result");
-var view=root.querySelector(".attnl-view"),viewTitle=root.querySelector(".attnl-view-title");
-var tmpl=root.querySelector(".attnl-template");
-msg.textContent="";msg.classList.remove("attnl-still");msg.removeAttribute("data-i18n");
-var bin=atob(D.blob),bytes=new Uint8Array(bin.length);for(var i=0;i<bin.length;i++)bytes[i]=bin.charCodeAt(i);
-var dv=new DataView(bytes.buffer),P={};
-D.names.forEach(function(e){var n=e[2].reduce(function(a,b){return a*b;},1),a=new Float64Array(n);
-  for(var i=0;i<n;i++)a[i]=dv.getFloat32(4*(e[1]+i),true);P[e[0]]=a;});
-function get(name,n){return P[name]||new Float64Array(n);}
-function lin(x,W,b,nOut){var nIn=x.length,y=new Float64Array(nOut);
-  for(var o=0;o<nOut;o++){var s=b?b[o]:0,r=o*nIn;for(var i=0;i<nIn;i++)s+=W[r+i]*x[i];y[o]=s;}return y;}
-function ln(x,w,b){var n=x.length,m=0,v=0,y=new Float64Array(n),i;for(i=0;i<n;i++)m+=x[i];m/=n;
-  for(i=0;i<n;i++)v+=(x[i]-m)*(x[i]-m);v/=n;var r=1/Math.sqrt(v+S.eps);
-  for(i=0;i<n;i++)y[i]=(x[i]-m)*r*w[i]+b[i];return y;}
-function gelu(u){var c=Math.sqrt(2/Math.PI);return u.map(function(z){return 0.5*z*(1+Math.tanh(c*(z+0.044715*z*z*z)));});}
-function forward(ids){
-  var T=ids.length,d=S.d_model,H=S.n_heads,dh=S.d_head,dq=H*dh,x=[],weights=[],t,i,j,h,c;
-  var E=P["tok_emb.weight"],Pos=P["pos_emb.weight"];
-  for(t=0;t<T;t++){var r=new Float64Array(d);for(c=0;c<d;c++)r[c]=E[ids[t]*d+c]+Pos[t*d+c];x.push(r);}
-  for(var l=0;l<S.n_layers;l++){
-    var p="blocks."+l+".",a=p+"attn.";
-    var hs=x.map(function(r){return ln(r,P[p+"ln1.weight"],get(p+"ln1.bias",d));});
-    var q=hs.map(function(r){return lin(r,P[a+"w_q.weight"],P[a+"w_q.bias"],dq);});
-    var k=hs.map(function(r){return lin(r,P[a+"w_k.weight"],P[a+"w_k.bias"],dq);});
-    var v=hs.map(function(r){return lin(r,P[a+"w_v.weight"],P[a+"w_v.bias"],dq);});
-    var y=x.map(function(){return new Float64Array(dq);}),W=[];
-    for(h=0;h<H;h++){var Wh=[];
-      for(i=0;i<T;i++){var s=new Float64Array(T),mx=-Infinity,z=0;
-        for(j=0;j<=i;j++){var dot=0;for(c=0;c<dh;c++)dot+=q[i][h*dh+c]*k[j][h*dh+c];s[j]=dot/Math.sqrt(dh);
-          if(s[j]>mx)mx=s[j];}
-        for(j=0;j<=i;j++){s[j]=Math.exp(s[j]-mx);z+=s[j];}
-        for(j=0;j<T;j++)s[j]=j<=i?s[j]/z:0;
-        for(j=0;j<=i;j++)for(c=0;c<dh;c++)y[i][h*dh+c]+=s[j]*v[j][h*dh+c];
-        Wh.push(Array.prototype.slice.call(s));}
-      W.push(Wh);}
-    weights.push(W);
-    for(t=0;t<T;t++){var o=lin(y[t],P[a+"w_o.weight"],P[a+"w_o.bias"],d);for(c=0;c<d;c++)x[t][c]+=o[c];}
-    for(t=0;t<T;t++){var g=ln(x[t],P[p+"ln2.weight"],get(p+"ln2.bias",d));
-      var m=lin(gelu(lin(g,P[p+"mlp.0.weight"],P[p+"mlp.0.bias"],S.d_ff)),P[p+"mlp.2.weight"],P[p+"mlp.2.bias"],d);
-      for(c=0;c<d;c++)x[t][c]+=m[c];}
-  }
-  var last=ln(x[T-1],P["ln_f.weight"],get("ln_f.bias",d));
-  var logits=lin(last,S.tied?E:P["lm_head.weight"],null,S.vocab_size);
-  return {logits:logits,weights:weights};
-}
-function argmax(a){var b=0;for(var i=1;i<a.length;i++)if(a[i]>a[b])b=i;return b;}
-function fill(t,o){return t.replace(/\\{(\\w+)\\}/g,function(_,k){return o[k];});}
-function parse(text){
-  var toks=D.single?text.replace(/\\s+/g,"").split(""):text.trim().split(/\\s+/).filter(Boolean),ids=[];
-  for(var i=0;i<toks.length;i++){var id=D.vocab.indexOf(toks[i]);
-    if(id<0)return {error:"unknown",text:fill(D.text.unknown,{token:toks[i]})};ids.push(id);}
-  if(ids.length!==D.prompt)return {error:"count",text:fill(D.text.count,{n:D.prompt,got:ids.length})};
-  return {ids:ids};
-}
-function toks(ids,from){return ids.map(function(id,i){var e=document.createElement("span");e.className="attnl-tok";
-  e.dataset.id=id;e.dataset.pos=from+i;e.textContent=D.vocab[id];return e.outerHTML;}).join(" ");}
-function run(){
-  var got=parse(input.value);
-  if(got.error){msg.textContent=got.text;msg.dataset.error=got.error;input.setAttribute("aria-invalid","true");return;}
-  msg.textContent="";msg.dataset.error="";input.removeAttribute("aria-invalid");
-  var ids=got.ids.slice();
-  for(var s=0;s<D.new;s++)ids.push(argmax(forward(ids).logits));
-  var w=forward(ids).weights,T=ids.length;
-  res.querySelector(".attnl-prompt").innerHTML=toks(ids.slice(0,D.prompt),0);
-  res.querySelector(".attnl-answer").innerHTML=toks(ids.slice(D.prompt),D.prompt);
-  res.dataset.ids=JSON.stringify(ids);res.dataset.weights=JSON.stringify(w);res.hidden=false;viewTitle.hidden=false;
-  var n=+root.dataset.runs+1,ex=document.importNode(tmpl.content,true).firstElementChild,id=root.id+"-x"+n;
-  [].slice.call(ex.querySelectorAll("script:not([type])")).forEach(function(e){e.remove();});
-  ex.id=id;
-  var data=ex.querySelector(".attnx-data"),X=JSON.parse(data.textContent),labels=ids.map(function(i){return D.vocab[i];});
-  X.w=[w.map(function(L){return L.map(function(Hh){return Hh.map(function(row){
-    return row.map(function(v){return Math.min(X.scale,Math.max(0,Math.round(v*X.scale)));});});});})];
-  data.textContent=JSON.stringify(X);
-  [].slice.call(ex.querySelectorAll(".attnx-q")).forEach(function(e,i){e.textContent=labels[i];e.title=labels[i];});
-  [].slice.call(ex.querySelectorAll(".attnx-k")).forEach(function(e,i){e.lastChild.textContent=" "+labels[i];
-    e.title=labels[i];});
-  [].slice.call(ex.querySelectorAll(".attnx-table thead th")).slice(1).forEach(function(e,i){e.textContent=labels[i];});
-  view.innerHTML="";view.appendChild(ex);attnx(id);root.dataset.runs=String(n);
-}
-root.querySelector(".attnl-form").addEventListener("submit",function(e){e.preventDefault();run();});
-if(input.value)run();
-})();"""

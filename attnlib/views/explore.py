@@ -15,10 +15,11 @@
 * keys that a ``mask`` forbids are greyed, hatched, struck through and labelled "masked" in
   the table: a masked key is not a key whose weight happens to be 0.00.
 
-The HTML is self-contained (its style, script and data inline: no network, no CDN) and
-deterministic (the same inputs give the same bytes; its element id is a hash of them), so a
-notebook's saved output compares equal under nbval. The weights are stored in the page as
-JSON, rounded to 4 decimals and written as integers in ten-thousandths (``0.4213`` -> ``4213``).
+The HTML is self-contained (its style, script and data inline: no network, no CDN; the style and
+the script are ``explore.css`` and ``explore.js``, beside this module) and deterministic (the same
+inputs give the same bytes; its element id is a hash of them), so a notebook's saved output
+compares equal under nbval. The weights are stored in the page as JSON, rounded to 4 decimals
+and written as integers in ten-thousandths (``0.4213`` -> ``4213``).
 Size budget: at most 60 kB for 2 layers x 12 heads x 16 queries x 16 keys (one step); the
 page grows by about 5 bytes per stored weight.
 
@@ -35,14 +36,15 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from ._validate import describe, fail
-from .i18n import language, tr
+from .._figure_text import tr_label
+from .._validate import describe, fail
+from ..i18n import language, tr
+from ._page import script, script_json, style
 
 __all__ = ["OKABE_ITO", "Explorer", "explore"]
 
@@ -60,6 +62,11 @@ HINT_TOUCH = "Tap a query to see its weights and pin it; tap it again to unpin i
 # What the page says until its script runs: JupyterLab runs the scripts of a saved output only in a
 # notebook it trusts (one it executed itself), so a notebook opened from a clone shows this until the cell runs.
 STILL = "A still view: run this cell to point at the queries (JupyterLab runs a saved output's script only in a trusted notebook)."
+
+# The view's style and script, package files beside this module (attnlib/views/_page.py reads them). The
+# script defines attnx(id), which starts the view with that element id (chapter 10's live model calls it too).
+STYLE = style("explore.css")
+SCRIPT = script("explore.js").replace("__ROW__", str(ROW_PX)).replace("__W__", str(LINES_PX))
 
 
 class Explorer:
@@ -175,9 +182,7 @@ def explore(weights, tokens, *, queries=None, heads=None, layers=None, steps=Non
     if title is not None and not isinstance(title, str):
         raise fail("title", "None or a str", describe(title))
     if title is not None:
-        from .plot import _label  # a title is translated as plot's titles are (plot imports this module)
-
-        title = _label(title)
+        title = tr_label(title)  # translated as plot's titles are
     return Explorer(stacked, tokens, queries, heads, layers, steps, mask, title)
 
 
@@ -258,12 +263,6 @@ def _mask(mask, n_steps: int, t_q: int, t_k: int) -> np.ndarray:
 # The page ------------------------------------------------------------------------------------------
 
 
-def _json(data) -> str:
-    """JSON safe inside a <script> element (no "</script>", no "<!--")."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 def _word(word: str) -> str:
     """A word of the view, translated, with its English msgid in ``data-i18n``."""
     return f'<span data-i18n="{html.escape(word)}">{html.escape(tr(word))}</span>'
@@ -283,9 +282,9 @@ def _select(cls: str, label: str, options: list[tuple[int, str]], value: int, wo
 
 def render(ex: Explorer) -> str:
     """The explorer's HTML: one <div> holding its style, its markup, its data and its script."""
-    data = _json(ex.data())
+    data = script_json(ex.data())
     n_steps, n_layers, n_heads, t_q, t_k = ex.weights.shape
-    seed = "\n".join([data, _json([ex.tokens, ex.queries, ex.heads, ex.layers, ex.title]), language()])
+    seed = "\n".join([data, script_json([ex.tokens, ex.queries, ex.heads, ex.layers, ex.title]), language()])
     uid = "attnx-" + hashlib.sha256(seed.encode()).hexdigest()[:12]
     esc = html.escape
 
@@ -329,87 +328,3 @@ def render(ex: Explorer) -> str:
         f'<script type="application/json" class="attnx-data">{data}</script>'
         f'<script>{SCRIPT}\nattnx("{uid}");</script></div>'
     )
-
-
-STYLE = (
-    ".attnx{font:13px/1.3 system-ui,sans-serif;max-width:100%;overflow-x:auto;margin:.5em 0}"
-    ".attnx-title{font-weight:bold;margin-bottom:.3em}"
-    ".attnx-controls{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin-bottom:.3em}"
-    ".attnx-view{display:flex;align-items:flex-start}"
-    ".attnx-col{display:flex;flex-direction:column}"
-    ".attnx-q,.attnx-k,.attnx-head-row{height:24px;line-height:22px;box-sizing:border-box;white-space:nowrap;"
-    "max-width:12em;overflow:hidden;text-overflow:ellipsis;padding:0 .4em;margin:0}"
-    ".attnx-head-row{font-style:normal;opacity:.7}"  # no italics: Chinese labels are never slanted
-    ".attnx-queries{align-items:flex-end}"
-    ".attnx-q{font:inherit;color:inherit;background:none;border:1px solid transparent;border-radius:3px;"
-    "cursor:pointer;text-align:right}"
-    ".attnx-q:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
-    ".attnx-q.attnx-on{border-color:currentColor}"
-    '.attnx-q[aria-pressed="true"]{font-weight:bold;background:rgba(0,114,178,.15)}'
-    ".attnx-v{display:inline-block;min-width:2.6em;font-variant-numeric:tabular-nums;opacity:.8}"
-    # #444: 4.5:1 or more on the hatch's grey stripes, in the light theme and on the dark theme's light output box
-    ".attnx-masked{color:#444;text-decoration:line-through;"
-    "background:repeating-linear-gradient(45deg,rgba(128,128,128,.3) 0 3px,transparent 3px 6px)}"
-    ".attnx-table .attnx-masked{text-decoration:none}"
-    ".attnx-table{border-collapse:collapse;margin-top:.5em;font-variant-numeric:tabular-nums}"
-    ".attnx-table caption{text-align:left;color:inherit}"  # not the theme's muted grey (1.7:1 in dark mode)
-    ".attnx-scroll{max-width:100%;overflow-x:auto}"
-    ".attnx-scroll:focus-visible{outline:2px solid #0072B2;outline-offset:1px}"
-    ".attnx-table th,.attnx-table td{border:1px solid rgba(128,128,128,.4);padding:1px 4px;text-align:right}"
-    ".attnx-sw{display:inline-block;width:.8em;height:.8em;margin-right:.3em;vertical-align:-1px}"
-    ".attnx-hint{font-size:90%;opacity:.7;margin:.3em 0}"
-)
-
-# The script, a function of the explorer's element id (chapter 10's live model calls it too, attnlib/live.py):
-# state (layer, head, step, the shown and the pinned query) -> lines, numbers, table.
-SCRIPT = """function attnx(id){
-var root=document.getElementById(id);if(!root||root.dataset.ready)return;root.dataset.ready="1";
-var D=JSON.parse(root.querySelector(".attnx-data").textContent),R=__ROW__,X=__W__;
-var qs=[].slice.call(root.querySelectorAll(".attnx-q")),ks=[].slice.call(root.querySelectorAll(".attnx-k"));
-var g=root.querySelector(".attnx-lines g"),body=root.querySelector(".attnx-table tbody");
-var which=root.querySelector(".attnx-which"),layer=root.querySelector(".attnx-layer");
-var head=root.querySelector(".attnx-head"),step=root.querySelector(".attnx-step");
-var stepLabel=root.querySelector(".attnx-step-label");
-var st={l:0,h:head?-1:0,s:D.w.length-1,show:-1,pin:-1};
-function esc(t){var e=document.createElement("span");e.textContent=t;return e.innerHTML;}
-function heads(){var n=D.w[0][0].length,a=[];for(var h=0;h<n;h++)if(st.h<0||st.h===h)a.push(h);return a;}
-function w(h,i,j){return D.w[st.s][st.l][h][i][j]/D.scale;}
-function ok(i,j){var M=D.mask;if(M&&Array.isArray(M[0][0]))M=M[st.s];return !M||M[i][j]===1;}
-function draw(){
-  var i=st.show>=0?st.show:st.pin,hs=heads(),rows=i>=0?[i]:qs.map(function(_,r){return r;}),out=[];
-  hs.forEach(function(h){rows.forEach(function(r){ks.forEach(function(_,j){
-    var v=w(h,r,j),d=hs.length>1?(h-(hs.length-1)/2)*1.5:0;if(!ok(r,j)||v<=0)return;
-    out.push('<line x1="2" y1="'+((r+.5)*R+d)+'" x2="'+(X-2)+'" y2="'+((j+.5)*R+d)+'" stroke="'+D.colors[h]+
-      '" stroke-opacity="'+(i>=0?v:v/2).toFixed(3)+'" stroke-width="'+(1+(i>=0?4:2)*v).toFixed(2)+'"/>');});});});
-  g.innerHTML=out.join("");
-  qs.forEach(function(q,r){q.classList.toggle("attnx-on",r===i);q.setAttribute("aria-pressed",String(r===st.pin));});
-  ks.forEach(function(k,j){var m=i>=0&&!ok(i,j);k.classList.toggle("attnx-masked",m);
-    k.querySelector(".attnx-v").textContent=i<0||hs.length>1?"":m?D.text.masked:w(hs[0],i,j).toFixed(2);});
-  which.textContent=i>=0?qs[i].textContent:"\\u2013";
-  body.innerHTML=i<0?"":hs.map(function(h){
-    return '<tr data-head="'+h+'"><th scope="row"><span class="attnx-sw" style="background:'+D.colors[h]+
-      '"></span>'+esc(D.heads[h])+"</th>"+ks.map(function(_,j){return ok(i,j)?'<td data-key="'+j+'">'+
-      w(h,i,j).toFixed(2)+"</td>":'<td data-key="'+j+'" class="attnx-masked">'+esc(D.text.masked)+"</td>";
-    }).join("")+"</tr>";}).join("");
-}
-function focusQ(r){if(r<0||r>=qs.length)return;qs.forEach(function(q,k){q.tabIndex=k===r?0:-1;});qs[r].focus();}
-qs.forEach(function(q,r){
-  q.addEventListener("mouseenter",function(){st.show=r;draw();});
-  q.addEventListener("mouseleave",function(){st.show=-1;draw();});
-  q.addEventListener("focus",function(){qs.forEach(function(o,k){o.tabIndex=k===r?0:-1;});st.show=r;draw();});
-  q.addEventListener("blur",function(){st.show=-1;draw();});
-  // a second click or tap unpins and hides the row (a touch screen's emulated hover would keep it shown);
-  // Enter on a focused query (a click with detail 0) unpins and keeps showing the focused row
-  q.addEventListener("click",function(e){if(st.pin===r){st.pin=-1;if(e.detail)st.show=-1;}else st.pin=r;draw();});
-  q.addEventListener("keydown",function(e){
-    var to={ArrowDown:r+1,ArrowUp:r-1,Home:0,End:qs.length-1}[e.key];
-    if(to!==undefined){e.preventDefault();focusQ(to);}
-    else if(e.key==="Escape"){st.pin=-1;draw();}});
-});
-if(layer)layer.addEventListener("change",function(){st.l=+layer.value;draw();});
-if(head)head.addEventListener("change",function(){st.h=+head.value;draw();});
-var touch=window.matchMedia&&window.matchMedia("(hover: none) and (pointer: coarse)").matches;  // a finger, no mouse
-var hint=root.querySelector(".attnx-hint");hint.textContent=touch?D.text.hintTouch:D.text.hint;hint.dataset.i18n=touch?D.hintTouch:D.hint;
-if(step)step.addEventListener("input",function(){st.s=+step.value;stepLabel.textContent=D.steps[st.s];draw();});
-draw();
-}""".replace("__ROW__", str(ROW_PX)).replace("__W__", str(LINES_PX))

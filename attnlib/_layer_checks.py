@@ -186,6 +186,41 @@ def check_mla_inputs(layer, x, positions, is_causal, need_weights, kv_cache, lat
             raise fail("positions", f"{x.shape[1]} positions, one per token of x", describe(positions))
 
 
+def check_latent_update(cache, c_new, k_rope_new) -> None:
+    """``LatentCache.update``'s arguments: ``c_new`` ``(B, 1, T_new, kv_rank)`` and ``k_rope_new``
+    ``(B, 1, T_new, d_head_rope)``, floating point, alike in ``B``, ``T_new``, dtype and device; after
+    a first update, like what is cached; room left."""
+    for name, t, width in (("c_new", c_new, "kv_rank"), ("k_rope_new", k_rope_new, "d_head_rope")):
+        ensure_float(name, t)
+        if t.dim() != 4 or t.shape[1] != 1:
+            raise fail(name, f"a tensor of shape (B, 1, T_new, {width}): one for every head", describe(t))
+    if c_new.shape[:3] != k_rope_new.shape[:3] or c_new.dtype != k_rope_new.dtype or c_new.device != k_rope_new.device:
+        raise fail(
+            "k_rope_new",
+            f"the B and T_new of c_new, {tuple(c_new.shape[:3])}, its dtype {c_new.dtype} and device {c_new.device}",
+            f"{describe(k_rope_new)} on {k_rope_new.device}",
+        )
+    if cache.c is not None:
+        for name, t, held in (("c_new", c_new, cache.c), ("k_rope_new", k_rope_new, cache.k_rope)):
+            if (
+                t.shape[0] != held.shape[0]
+                or t.shape[3] != held.shape[3]
+                or (t.dtype, t.device) != (held.dtype, held.device)
+            ):
+                raise fail(
+                    name,
+                    f"B = {held.shape[0]}, width {held.shape[3]}, dtype {held.dtype} on {held.device} (what is cached)",
+                    f"{describe(t)} on {t.device}",
+                )
+    if cache.max_tokens is not None and len(cache) + c_new.shape[2] > cache.max_tokens:
+        raise fail(
+            "c_new",
+            f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
+            f"max_tokens={cache.max_tokens} and holds {len(cache)})",
+            f"T_new = {c_new.shape[2]}",
+        )
+
+
 def check_gpt_caches(kv_cache, n: int, batch: int) -> int:
     """A list of ``n`` caches, one per block, holding the same number of tokens of ``batch``
     sequences; return that number. A cache is what has ``update`` and ``seen``: a ``KVCache``, or an

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._layer_checks import check_mla_inputs, check_mla_options
-from ._validate import describe, ensure_float, ensure_int, fail
+from ._layer_checks import check_latent_update, check_mla_inputs, check_mla_options
+from ._validate import ensure_int
 from .attention import attention_weights
 from .linear import Linear
 from .masks import causal_mask
@@ -131,7 +131,7 @@ class LatentCache:
             ``(c, k_rope)``, ``(B, 1, T_cached + T_new, kv_rank)`` and ``(B, 1, T_cached + T_new,
             d_head_rope)``: the cached tokens first, what the new tokens attend to.
         """
-        _check_latent_update(self, c_new, k_rope_new)
+        check_latent_update(self, c_new, k_rope_new)
         T, T_new = len(self), c_new.shape[2]
         if self.max_tokens is None:  # grow: copy what is cached and the new rows into new tensors
             self.c = c_new if self.c is None else torch.cat([self.c, c_new], dim=2)  # (B, 1, T + T_new, kv_rank)
@@ -144,40 +144,6 @@ class LatentCache:
         k_buf[:, :, T : T + T_new] = k_rope_new
         self.c, self.k_rope = c_buf[:, :, : T + T_new], k_buf[:, :, : T + T_new]  # views of the first T + T_new rows
         return self.c, self.k_rope
-
-
-def _check_latent_update(cache: LatentCache, c_new, k_rope_new) -> None:
-    """``c_new`` ``(B, 1, T_new, kv_rank)`` and ``k_rope_new`` ``(B, 1, T_new, d_head_rope)``, floating
-    point, alike in ``B``, ``T_new``, dtype and device; after a first update, like what is cached; room left."""
-    for name, t, width in (("c_new", c_new, "kv_rank"), ("k_rope_new", k_rope_new, "d_head_rope")):
-        ensure_float(name, t)
-        if t.dim() != 4 or t.shape[1] != 1:
-            raise fail(name, f"a tensor of shape (B, 1, T_new, {width}): one for every head", describe(t))
-    if c_new.shape[:3] != k_rope_new.shape[:3] or c_new.dtype != k_rope_new.dtype or c_new.device != k_rope_new.device:
-        raise fail(
-            "k_rope_new",
-            f"the B and T_new of c_new, {tuple(c_new.shape[:3])}, its dtype {c_new.dtype} and device {c_new.device}",
-            f"{describe(k_rope_new)} on {k_rope_new.device}",
-        )
-    if cache.c is not None:
-        for name, t, held in (("c_new", c_new, cache.c), ("k_rope_new", k_rope_new, cache.k_rope)):
-            if (
-                t.shape[0] != held.shape[0]
-                or t.shape[3] != held.shape[3]
-                or (t.dtype, t.device) != (held.dtype, held.device)
-            ):
-                raise fail(
-                    name,
-                    f"B = {held.shape[0]}, width {held.shape[3]}, dtype {held.dtype} on {held.device} (what is cached)",
-                    f"{describe(t)} on {t.device}",
-                )
-    if cache.max_tokens is not None and len(cache) + c_new.shape[2] > cache.max_tokens:
-        raise fail(
-            "c_new",
-            f"at most {cache.max_tokens - len(cache)} new tokens (the cache has room for "
-            f"max_tokens={cache.max_tokens} and holds {len(cache)})",
-            f"T_new = {c_new.shape[2]}",
-        )
 
 
 class MultiHeadLatentAttention(nn.Module):

@@ -184,7 +184,8 @@ class RoPE:
     ``theta_i = 1 / base^(2i / d_head)`` (:meth:`frequencies`; the long-context variants of
     RoPE change this method). The object computes ``cos(m theta_i)`` and ``sin(m theta_i)``
     for the positions ``0 .. T - 1`` once per length, device and dtype, and looks them up for
-    each call's positions; fractional or negative positions are computed directly.
+    each call's positions; fractional or negative positions, positions from ``TABLE_LIMIT`` on, and
+    tensors on the ``meta`` device (no values to look up) are computed directly.
 
     Where the keys of a KV cache get their rotation is the layer's call, not the object's
     state: by default each key is rotated once, at its position in the sequence, before it is
@@ -204,6 +205,8 @@ class RoPE:
         >>> rope
         RoPE(d_head=8, base=10000.0)
     """
+
+    TABLE_LIMIT = 65536  # positions past this are computed directly, not kept in a table
 
     def __init__(self, d_head: int, base: float = 10000.0):
         self.d_head, self.base = d_head, float(base)
@@ -230,8 +233,14 @@ class RoPE:
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate ``x`` ``(..., T, d_head)`` by ``positions`` ``(T,)`` or ``(..., T)``: ``apply_rope(x, positions, base)``."""
         work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        if positions.is_floating_point() or (positions.numel() and positions.min() < 0):
-            return apply_rope(x, positions, self.base)  # not a row of the table: computed directly
+        direct = (
+            "meta" in (x.device.type, positions.device.type) or positions.is_floating_point() or not positions.numel()
+        )
+        if not direct:  # integer positions: rows of the table, unless negative or past its limit
+            low, high = int(positions.min()), int(positions.max())
+            direct = low < 0 or high >= self.TABLE_LIMIT
+        if direct:  # shapes only (meta), or not a row of the table: computed directly
+            return apply_rope(x, positions, self.base)
         positions = positions.to(x.device)
-        cos, sin = self.cos_sin(int(positions.max()) + 1 if positions.numel() else 0, x.device, work)
+        cos, sin = self.cos_sin(high + 1, x.device, work)  # (high + 1, d_head/2) each, or longer
         return rotate_pairs(x, cos[positions], sin[positions])  # (..., T, d_head/2) each

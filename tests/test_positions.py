@@ -302,6 +302,7 @@ def test_rope_object_equals_apply_rope_to_the_bit(dtype):
         torch.tensor([[[0, 1, 2, 3, 4]], [[7, 8, 9, 10, 11]]]),  # (B, 1, T): one row per sequence
         torch.tensor([3.5, 0.0, 1.25, 2.0, 9.0]),
         torch.tensor([-2, -1, 0, 1, 2]),
+        torch.arange(RoPE.TABLE_LIMIT - 2, RoPE.TABLE_LIMIT + 3),  # past the table's limit: computed directly
     ):
         assert torch.equal(rope(x, positions), apply_rope(x, positions, 500000.0)), positions
 
@@ -337,3 +338,18 @@ def test_nope_leaves_queries_and_keys_alone():
     assert isinstance(layer.pos_enc, RoPE) and layer.rope and layer.rope_base == 500000.0
     assert (layer.pos_enc.d_head, layer.pos_enc.base) == (4, 500000.0)
     assert not MultiHeadAttention(8, 2, rope_base=3.0).rope and MultiHeadAttention(8, 2, rope_base=3.0).rope_base == 3.0
+
+
+def test_rope_layers_run_on_the_meta_device():
+    """A RoPE model built on the meta device (shapes only, chapter 11's FLOP counts) runs forward and
+    generate: the layer's positions object computes no table there, it has no values to index."""
+    from attnlib import GPT, GPTConfig
+    from attnlib.positions import RoPE
+
+    with torch.device("meta"):
+        model = GPT(GPTConfig(100, 16, 32, 2, 4, positions="rope", n_kv_heads=2))
+        ids = torch.zeros(1, 5, dtype=torch.long)
+    assert model(ids).shape == (1, 5, 100) and model(ids).device.type == "meta"
+    assert model.generate(ids, 2).shape == (1, 7)
+    x = torch.empty(1, 2, 3, 8, device="meta")
+    assert RoPE(8)(x, torch.arange(3, device="meta")).shape == x.shape

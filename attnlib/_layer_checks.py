@@ -137,6 +137,12 @@ def check_mha_inputs(layer, x, context, attn_mask, is_causal, need_weights, kv_c
     lead, T = x.shape[:-2], x.shape[-2]
     T_k = (0 if kv_cache is None else len(kv_cache)) + (x if context is None else context).shape[-2]
     check_mask(attn_mask, is_causal, (*lead, layer.n_heads, T, T_k), x.device)
+    if layer.head_mask is not None:
+        mask = layer.head_mask
+        if not (isinstance(mask, torch.Tensor) and mask.is_floating_point() and mask.shape == (layer.n_heads,)):
+            raise fail(
+                "head_mask", f"None or a float tensor of shape ({layer.n_heads},): one factor per head", describe(mask)
+            )
     if positions is not None and not layer.rope:
         raise fail("positions", "None unless the layer has rope=True (positions rotate q and k)", describe(positions))
     if isinstance(positions, str):

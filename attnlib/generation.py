@@ -102,7 +102,7 @@ def new_caches(
 def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
     """Whether :func:`plain_step` computes this model's one-token steps: GPT-2's layers (learned
     positions, LayerNorm, the GELU MLP, multi-head or grouped-query attention without RoPE,
-    QK-norm, windows or sinks) and caches that keep every token."""
+    QK-norm, windows, sinks or a head mask) and caches that keep every token."""
     return (
         model.pos_emb is not None
         and all(c.window is None for c in caches)
@@ -112,6 +112,7 @@ def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
             and b.attn.q_norm is None
             and b.attn.sliding_window is None
             and b.attn.sinks is None
+            and b.attn.head_mask is None
             and type(b.ln1) is type(b.ln2) is nn.LayerNorm
             and type(b.mlp) is nn.Sequential
             for b in model.blocks

@@ -23,6 +23,7 @@ chapters add them::
     build_mask      causal, after a cache, cut to a window                        chapters 4, 15
     place_in_cache  StreamingLLM only: RoPE by the index in the cache             chapter 15
     attend          softmax(q k^T / sqrt(d_head) + M) v; learned sinks            chapters 5, 15
+    mask_heads      head ablation: a head's output times head_mask[h]             chapter 17
     w_o             the heads merged and projected out                            chapter 6
 
 Chapter 12 adds two things for generating text one token at a time:
@@ -125,6 +126,10 @@ class MultiHeadAttention(nn.Module):
             (needs ``is_causal=True``); ``None`` (default): every earlier key.
         learned_sinks: one learned logit per head that joins each row's softmax (gpt-oss).
 
+    Chapter 17: ``head_mask``, None or a float tensor ``(n_heads,)`` set on the layer
+    (``layer.head_mask = torch.tensor([1.0, 0.0, ...])``), multiplies each head's output before
+    ``W_O``: 0 ablates a head (:meth:`mask_heads`). The weights returned are the heads' own, unmasked.
+
     Example:
         >>> _ = torch.manual_seed(0)
         >>> mha = MultiHeadAttention(d_model=8, n_heads=2)
@@ -179,6 +184,8 @@ class MultiHeadAttention(nn.Module):
         # chapter 15: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
         self.sliding_window = sliding_window
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if learned_sinks else None
+        # chapter 17, head ablation: None, or (n_heads,) factors on the heads' outputs (0 removes a head)
+        self.register_buffer("head_mask", None, persistent=False)
 
     @property
     def rope(self) -> bool:
@@ -204,8 +211,8 @@ class MultiHeadAttention(nn.Module):
 
         The steps, in the order of the chapters, one method each: :meth:`project` (6),
         :meth:`normalize` (14), :meth:`place` (9, 14), :meth:`append` (12, 15), :meth:`build_mask`
-        (4, 15), :meth:`place_in_cache` (15, StreamingLLM only), :meth:`attend` (5; sinks: 15), and
-        the heads merged and projected out by ``W_O`` (6).
+        (4, 15), :meth:`place_in_cache` (15, StreamingLLM only), :meth:`attend` (5; sinks: 15),
+        :meth:`mask_heads` (17, head ablation only), and the heads merged and projected out by ``W_O`` (6).
 
         Args:
             x: queries' input, shape ``(..., T, d_model)``: any number of leading batch
@@ -242,17 +249,14 @@ class MultiHeadAttention(nn.Module):
         """
         check_mha_inputs(self, x, context, attn_mask, is_causal, need_weights, kv_cache, positions)
         lead, T = x.shape[:-2], x.shape[-2]  # any leading batch axes: one axis B inside, restored at the end
-        q, k, v = self.project(
-            x, x if context is None else context
-        )  # (B, n_heads, T, d_head), (B, n_kv, T_ctx, d_head)
+        q, k, v = self.project(x, x if context is None else context)  # (B, heads, T, d_head); k, v: n_kv_heads
         q, k = self.normalize(q, k)  # QK-norm, if the layer has it
         q, k = self.place(q, k, kv_cache, positions, lead)  # RoPE by position (not yet with "in_cache")
         k, v, k_pos = self.append(k, v, kv_cache)  # (B, n_kv_heads, T_k, d_head); k_pos: (T_k,) positions
         mask, is_causal = self.build_mask(flatten_batch(attn_mask, lead), is_causal, T, k_pos, kv_cache)
         q, k = self.place_in_cache(q, k, positions)  # StreamingLLM: RoPE by the index in the cache
-        y, weights = self.attend(
-            q, k, v, mask, is_causal, need_weights
-        )  # (B, n_heads, T, d_head), (B, n_heads, T, T_k)
+        y, weights = self.attend(q, k, v, mask, is_causal, need_weights)  # (B, n_heads, T, d_head), (..., T_k)
+        y = self.mask_heads(y)  # head ablation, if a head_mask is set
         out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
         if weights is not None:
             weights = weights.reshape(*lead, *weights.shape[1:])  # (B, n_heads, T, T_k) -> (..., n_heads, T, T_k)
@@ -370,6 +374,14 @@ class MultiHeadAttention(nn.Module):
             weights = softmax_with_sink(masked_scores(q, k, mask, is_causal), self.sinks)  # rows sum to < 1
         weights = self.attn_dropout(weights)
         return weights @ v, weights  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
+
+    def mask_heads(self, y: torch.Tensor) -> torch.Tensor:
+        """Chapter 17, head ablation: head ``h``'s output ``y[:, h]`` times ``head_mask[h]`` before ``W_O``;
+        ``head_mask[h] = 0`` removes head ``h``'s contribution, as zeroing its ``d_head`` columns of ``W_O``'s
+        input would. Without a ``head_mask``, ``y`` as it is. ``y``: ``(B, n_heads, T, d_head)``, kept."""
+        if self.head_mask is None:
+            return y
+        return y * self.head_mask.to(y.dtype).view(1, -1, 1, 1)  # (n_heads,) -> (1, n_heads, 1, 1)
 
     def attend_fast(self, q, k, v, mask, is_causal: bool) -> torch.Tensor:
         """:meth:`attend` through ``F.scaled_dot_product_attention`` (which shares key/value heads as

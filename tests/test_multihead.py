@@ -298,7 +298,7 @@ def test_forward_reads_as_its_steps_on_one_screen():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "self"
     ]  # fmt: skip
-    steps = ["project", "normalize", "place", "append", "build_mask", "place_in_cache", "attend", "w_o"]
+    steps = ["project", "normalize", "place", "append", "build_mask", "place_in_cache", "attend", "mask_heads", "w_o"]
     assert [c for c in called if c in steps] == steps
 
 
@@ -372,3 +372,51 @@ def test_in_cache_positions_reject_bad_use(kwargs, fragments):
         layer(torch.randn(1, 3, 16), is_causal=True, **kwargs)
     with raises("positions", "rope=True"):
         MultiHeadAttention(16, 4)(torch.randn(1, 3, 16), kv_cache=KVCache(), positions="in_cache")
+
+
+# --- head ablation (chapter 17) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_head_mask_equals_zeroing_that_heads_columns_of_w_o(need_weights):
+    """head_mask[h] = 0 gives what zeroing head h's d_head input columns of W_O by hand gives (the bias
+    stays); a factor of 0.5 halves them; the weights returned are unchanged."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(12, 3, n_kv_heads=1, rope=True).double().eval()
+    x = randn(2, 5, 12)
+    with torch.no_grad():
+        before, w_before = layer(x, is_causal=True, need_weights=need_weights)
+        layer.head_mask = torch.tensor([1.0, 0.0, 0.5], dtype=F64)
+        ablated, w_after = layer(x, is_causal=True, need_weights=need_weights)
+        layer.head_mask = None
+        by_hand = MultiHeadAttention(12, 3, n_kv_heads=1, rope=True).double().eval()
+        by_hand.load_state_dict(layer.state_dict())
+        by_hand.w_o.weight[:, 4:8] = 0  # head 1's columns (d_head = 4)
+        by_hand.w_o.weight[:, 8:12] *= 0.5  # head 2's, halved
+        want, _ = by_hand(x, is_causal=True, need_weights=need_weights)
+    assert torch.allclose(ablated, want, atol=1e-12) and not torch.allclose(ablated, before, atol=1e-3)
+    assert need_weights is False or torch.equal(w_before, w_after)
+    assert "head_mask" not in layer.state_dict()  # not a weight: a checkpoint loads as before
+
+
+def test_head_mask_reaches_generation_and_is_checked():
+    """GPT.generate honours a head mask (its GPT-2 fast step is not taken then); bad masks are refused."""
+    from attnlib import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=30, context_length=16, d_model=16, n_layers=2, n_heads=4)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    prompt = torch.tensor([[1, 2, 3]])
+    model.blocks[1].attn.head_mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    masked = model.generate(prompt, 8)
+    assert torch.equal(masked, model.generate(prompt, 8, use_cache=False))
+    model.blocks[1].attn.head_mask = None
+    with torch.no_grad():
+        model.blocks[1].attn.w_o.weight[:, 4:8] = 0
+    assert torch.equal(masked, model.generate(prompt, 8))
+    for bad in (torch.ones(3), torch.ones(4, dtype=torch.long)):  # (a list: torch refuses it as a buffer)
+        model.blocks[1].attn.head_mask = bad
+        with raises("head_mask", "float tensor of shape (4,)"):
+            model(prompt)

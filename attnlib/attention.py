@@ -69,12 +69,16 @@ def masked_scores(
     attn_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """The scores before the softmax: ``q k^T * scale + M``, ``M`` 0 where a key may be attended and
     ``-inf`` where it may not (a float mask is added as it is). Arguments as :func:`attention_weights`,
-    unchecked; returns ``(..., T_q, T_k)``."""
+    unchecked; returns ``(..., T_q, T_k)``. Chapter 18, Gemma 2: with a ``softcap`` ``c`` the scaled
+    scores become ``c tanh(s / c)`` before the mask, so none passes ``c`` in size."""
     T_q, T_k = q.shape[-2], k.shape[-2]
     scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)  # in (-c, c), about s where |s| << c
     if is_causal and T_q and T_k:  # an empty side needs no mask: T_k = 0 gives zeros, as in SDPA
         attn_mask = causal_mask(T_q, T_k, device=q.device)  # (T_q, T_k)
     if attn_mask is not None and attn_mask.dtype == torch.bool:

@@ -68,10 +68,12 @@ def generate(
                 if plain and i > 0:
                     h = plain_step(model, new, cache)  # (B, 1, d_model): one new token, as forward computes it
                 elif use_cache:
+                    if i > 0 and frequencies_switch(model, cache[0].seen, out.shape[1]):
+                        cache, new = new_caches(model, ids.shape[1] + max_new_tokens), out  # LongRoPE: all again
                     h = model._hidden(new, kv_cache=cache, positions=where)[0]  # (B, T_new, d_model): prompt, then 1
                 else:
                     h = model._hidden(out)[0]  # (B, T, d_model): the whole sequence again
-                logits = model.lm_head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
+                logits = model.head(h[:, -1])  # (B, d_model) -> (B, vocab_size): the last position only
                 new = logits.argmax(dim=-1, keepdim=True).to(ids.dtype)  # (B, 1), greedy
                 out = torch.cat([out, new], dim=1)  # (B, T) -> (B, T + 1)
     finally:
@@ -99,12 +101,27 @@ def new_caches(
     return [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]
 
 
+def frequencies_switch(model: nn.Module, T_cached: int, T: int) -> bool:
+    """Chapter 18, LongRoPE (Phi-3): whether the sequence grows past the original length ``L0`` in this
+    step (``T_cached <= L0 < T``), so that its rotary frequencies change from the short factors to the
+    long ones. The cached keys were rotated with the short ones: like ``transformers``' Phi-3, generation
+    then runs the whole sequence again, so that every key has the rotation a full forward pass gives it."""
+    for block in model.blocks:
+        scaling = getattr(getattr(block.attn, "pos_enc", None), "scaling", None)
+        if scaling is not None and scaling.rope_type == "longrope":
+            return T_cached <= scaling.original_max_position_embeddings < T
+    return False
+
+
 def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
     """Whether :func:`plain_step` computes this model's one-token steps: GPT-2's layers (learned
     positions, LayerNorm, the GELU MLP, multi-head or grouped-query attention without RoPE,
-    QK-norm, windows, sinks or a head mask) and caches that keep every token."""
+    QK-norm, windows, sinks or a head mask; chapter 18's options at their defaults) and caches that keep
+    every token."""
+    c = model.config
     return (
         model.pos_emb is not None
+        and (c.embed_scale, c.logit_scale, c.logit_softcap) == (1.0, 1.0, None)
         and all(c.window is None for c in caches)
         and all(
             type(b.attn) is MultiHeadAttention
@@ -113,7 +130,12 @@ def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
             and b.attn.sliding_window is None
             and b.attn.sinks is None
             and b.attn.head_mask is None
+            and b.attn.scale is None
+            and b.attn.softcap is None
             and type(b.ln1) is type(b.ln2) is nn.LayerNorm
+            and b.ln1_out is None
+            and not b.parallel
+            and b.scale == 1.0
             and type(b.mlp) is nn.Sequential
             for b in model.blocks
         )

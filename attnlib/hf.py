@@ -26,27 +26,33 @@ The course builds these models from small random configs in its tests; it never 
 
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from ._hf_checks import check_hf_config, check_hf_mla_config, check_hf_model
+from .config import GPTConfig
+from .hf_families import FAMILIES, Family, gpt_config
 from .latent import MultiHeadLatentAttention
-from .model import GPT, GPTConfig
+from .model import GPT
 
 __all__ = ["from_hf", "rotate_half_to_interleaved"]
 
 
-def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int, rotary_dim: int | None = None) -> torch.Tensor:
     """Reorder each head's rows from "rotate half" pairs to interleaved pairs.
 
-    Within each head of ``d_head`` rows: ``out[2i] = w[i]`` and ``out[2i + 1] = w[i + d_head/2]``,
-    ``i = 0 .. d_head/2 - 1``. It undoes the permutation that the conversion of Meta's Llama
-    weights to Hugging Face's layout applies, ``w.view(n_heads, d_head // 2, 2, d_in)
-    .transpose(1, 2).reshape(n_heads * d_head, d_in)``.
+    Within each head of ``d_head`` rows: ``out[2i] = w[i]`` and ``out[2i + 1] = w[i + r/2]``,
+    ``i = 0 .. r/2 - 1``, with ``r = rotary_dim`` (default ``d_head``); rows ``r .. d_head - 1``, which a
+    partial rotary leaves unrotated (chapter 18), stay where they are. With ``r = d_head`` it undoes the
+    permutation that the conversion of Meta's Llama weights to Hugging Face's layout applies,
+    ``w.view(n_heads, d_head // 2, 2, d_in).transpose(1, 2).reshape(n_heads * d_head, d_in)``.
 
     Args:
         w: a query or key projection's weight ``(n_heads * d_head, d_in)``, its bias
             ``(n_heads * d_head,)``, or a QK-norm gain ``(d_head,)`` with ``n_heads = 1``.
         n_heads: the number of heads stacked in ``w``'s rows.
+        rotary_dim: how many of each head's first rows RoPE rotates (None: all).
 
     Returns:
         A tensor of ``w``'s shape.
@@ -54,27 +60,36 @@ def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     Example:
         >>> rotate_half_to_interleaved(torch.arange(8), n_heads=2)   # heads [0 1 2 3], [4 5 6 7]
         tensor([0, 2, 1, 3, 4, 6, 5, 7])
+        >>> rotate_half_to_interleaved(torch.arange(8), n_heads=1, rotary_dim=4)   # rows 4 .. 7 not rotated
+        tensor([0, 2, 1, 3, 4, 5, 6, 7])
     """
     d_head = w.shape[0] // n_heads
-    rows = w.reshape(n_heads, 2, d_head // 2, *w.shape[1:])  # (h, half, i, ...): row half * d_head/2 + i
-    return rows.transpose(1, 2).reshape(w.shape)  # (h, i, half, ...): row 2i + half
+    r = d_head if rotary_dim is None else rotary_dim
+    heads = w.reshape(n_heads, d_head, *w.shape[1:])  # (n_heads * d_head, ...) -> (h, d_head, ...)
+    rows = heads[:, :r].reshape(n_heads, 2, r // 2, *w.shape[1:])  # (h, half, i, ...): row half * r/2 + i
+    rotated = rows.transpose(1, 2).reshape(n_heads, r, *w.shape[1:])  # (h, i, half, ...): row 2i + half
+    return torch.cat([rotated, heads[:, r:]], dim=1).reshape(w.shape)
 
 
 def from_hf(model) -> GPT | MultiHeadLatentAttention:
     """An attnlib :class:`~attnlib.model.GPT` with the weights of a ``transformers`` model.
 
-    Supported: ``GPT2LMHeadModel`` (GPT-2), ``LlamaForCausalLM`` (Llama 2, and Llama 3 as released
-    in April 2024: not Llama 3.1, 3.2 or 3.3, whose ``"llama3"`` RoPE scaling is refused),
-    ``Qwen3ForCausalLM`` (without YaRN) and ``MistralForCausalLM`` (its ``sliding_window`` too:
-    chapter 15), with RoPE's default frequencies only: any ``rope_scaling`` / non-default
-    ``rope_type`` raises an error that names it. The new model is on ``model``'s device, in its dtype and
-    training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
+    Supported (chapters 14 and 18): ``GPT2LMHeadModel`` and the decoder families of
+    :data:`attnlib.hf_families.FAMILIES`: Llama (every RoPE type: Llama 3.1's ``"llama3"``, YaRN, ...),
+    Mistral, Mixtral, Qwen2/2.5, Qwen3 (YaRN too), Qwen3-MoE, Gemma 2, Gemma 3 (text), SmolLM3, OLMo 2,
+    OLMo 3, Phi-3, GLM and GLM-4, gpt-oss, Granite and Cohere 2, each with its windows, sinks, biases,
+    score scale, soft caps and norms as its config sets them; an option attnlib does not build raises an
+    error that names it. A mixture-of-experts MLP (Mixtral, Qwen3-MoE, gpt-oss) is not attention, the
+    course's subject: the model keeps a copy of transformers' own module in each block
+    (``GPTConfig(mlp="external")``). Chapter 16: a ``DeepseekV3Attention`` layer gives the equal
+    :class:`~attnlib.latent.MultiHeadLatentAttention`. The new model is on ``model``'s device, in its
+    dtype and training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
 
     Args:
         model: one of the models above (any other raises an error that names the supported ones).
 
     Returns:
-        The ``GPT``; its ``config`` is the :class:`~attnlib.model.GPTConfig` read from ``model.config``.
+        The ``GPT``; its ``config`` is the :class:`~attnlib.config.GPTConfig` read from ``model.config``.
 
     Example:
         >>> import transformers                                      # doctest: +SKIP
@@ -85,13 +100,16 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
         >>> torch.allclose(from_hf(hf)(ids), hf(ids).logits, atol=1e-5)   # doctest: +SKIP
         True
     """
-    family = check_hf_model(model)  # "gpt2", "llama", "qwen3", "mistral" or "deepseek_v3"
+    family = check_hf_model(model)  # "gpt2", a key of FAMILIES, or "deepseek_v3"
     if family == "deepseek_v3":
         return _mla_from_hf(model)
-    c = model.config
-    config = _gpt2_config(c) if family == "gpt2" else _llama_config(c, family)
-    hf = model.state_dict()
-    state = _gpt2_state(hf, config) if family == "gpt2" else _llama_state(hf, config)
+    if family == "gpt2":
+        check_hf_config(model.config, "gpt2")  # GELU (tanh), scores scaled by 1/sqrt(d_head) only
+        config = _gpt2_config(model.config)
+        state = _gpt2_state(model.state_dict(), config)
+    else:
+        config = gpt_config(model.config, family)
+        state = _decoder_state(model.state_dict(), config, FAMILIES[family])
     weight = next(model.parameters())
     with torch.device("meta"):
         gpt = GPT(config)  # no memory yet, no random initialisation to pay for
@@ -99,29 +117,17 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
     if config.tie_embeddings:
         gpt.lm_head.weight = gpt.tok_emb.weight  # to_empty gave each its own tensor: one again
     gpt.load_state_dict(state)
+    if config.mlp == "external":  # a mixture of experts: a copy of transformers' own module in each block
+        for block, layer in zip(gpt.blocks, model.model.layers):
+            block.mlp.module = copy.deepcopy(getattr(layer, "mlp", None) or layer.block_sparse_moe)
     return gpt.train(model.training)
 
 
 def _gpt2_config(c) -> GPTConfig:
-    check_hf_config(c, "gpt2")  # GELU (tanh), scores scaled by 1/sqrt(d_head) only
     return GPTConfig(
         vocab_size=c.vocab_size, context_length=c.n_positions, d_model=c.n_embd, n_layers=c.n_layer,
         n_heads=c.n_head, d_ff=c.n_inner or 4 * c.n_embd, bias=True, tie_embeddings=c.tie_word_embeddings,
         norm_eps=c.layer_norm_epsilon,
-    )  # fmt: skip
-
-
-def _llama_config(c, family: str) -> GPTConfig:
-    theta = check_hf_config(c, family)  # SiLU, default RoPE, no window but Mistral's: returns RoPE's base
-    d_head = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    return GPTConfig(
-        vocab_size=c.vocab_size, context_length=c.max_position_embeddings, d_model=c.hidden_size,
-        n_layers=c.num_hidden_layers, n_heads=c.num_attention_heads, n_kv_heads=c.num_key_value_heads,
-        d_ff=c.intermediate_size, bias=bool(getattr(c, "attention_bias", False)),
-        tie_embeddings=c.tie_word_embeddings, positions="rope", rope_base=theta,
-        norm="rmsnorm", norm_eps=c.rms_norm_eps, mlp="swiglu",
-        d_head=None if d_head * c.num_attention_heads == c.hidden_size else d_head, qk_norm=family == "qwen3",
-        sliding_window=getattr(c, "sliding_window", None) if family == "mistral" else None,
     )  # fmt: skip
 
 
@@ -149,26 +155,65 @@ def _gpt2_state(hf: dict, config: GPTConfig) -> dict:
     return state
 
 
-def _llama_state(hf: dict, config: GPTConfig) -> dict:
-    """Llama/Qwen3/Mistral names; the q and k rows (and QK-norm gains) from rotate-half to interleaved pairs."""
-    n_kv = config.n_kv_heads or config.n_heads
-    parts = ("weight", "bias") if config.bias else ("weight",)
-    names = {  # attnlib's name in a block -> transformers' name in a layer
-        "ln1.weight": "input_layernorm.weight", "ln2.weight": "post_attention_layernorm.weight",
-        **{f"attn.w_{x}.{p}": f"self_attn.{x}_proj.{p}" for x in "qkvo" for p in parts},
-        **{f"mlp.{x}.{p}": f"mlp.{x}_proj.{p}" for x in ("gate", "up", "down") for p in parts},
-    }  # fmt: skip
-    state = {"tok_emb.weight": hf["model.embed_tokens.weight"], "ln_f.weight": hf["model.norm.weight"]}
-    state["lm_head.weight"] = hf["lm_head.weight"] if "lm_head.weight" in hf else hf["model.embed_tokens.weight"]
+def _decoder_state(hf: dict, config: GPTConfig, f: Family) -> dict:
+    """A decoder family's tensors under attnlib's names (``FAMILIES``' layer names): fused projections
+    split, Gemma's gains ``w`` as ``1 + w``, and RoPE's rows (q, k, their biases and QK-norm gains) from
+    rotate-half to interleaved pairs unless the family stores them interleaved already (GLM, Cohere)."""
+    n_kv, d_head = config.n_kv_heads or config.n_heads, config.head_dim
+    state = {"tok_emb.weight": hf["model.embed_tokens.weight"]}
+    state["lm_head.weight"] = hf.get("lm_head.weight", hf["model.embed_tokens.weight"])
     for i in range(config.n_layers):
         h, b = f"model.layers.{i}.", f"blocks.{i}."
-        for ours, theirs in names.items():
-            state[b + ours] = hf[h + theirs]
-        for x, heads in (("q", config.n_heads), ("k", n_kv)):  # RoPE pairs: rotate half -> interleaved
-            for p in parts:
-                state[b + f"attn.w_{x}.{p}"] = rotate_half_to_interleaved(hf[h + f"self_attn.{x}_proj.{p}"], heads)
-            if config.qk_norm:
-                state[b + f"attn.{x}_norm.weight"] = rotate_half_to_interleaved(hf[h + f"self_attn.{x}_norm.weight"], 1)
+        layer = {k[len(h) :]: v for k, v in hf.items() if k.startswith(h)}  # this layer's tensors, short names
+        if "self_attn.qkv_proj.weight" in layer:  # Phi-3: q | k | v stacked in one matrix
+            q, k, v = layer.pop("self_attn.qkv_proj.weight").split(
+                [config.n_heads * d_head, n_kv * d_head, n_kv * d_head]
+            )
+            layer |= {"self_attn.q_proj.weight": q, "self_attn.k_proj.weight": k, "self_attn.v_proj.weight": v}
+        if "mlp.gate_up_proj.weight" in layer:  # Phi-3, GLM: gate | up stacked in one matrix
+            layer["mlp.gate_proj.weight"], layer["mlp.up_proj.weight"] = layer.pop("mlp.gate_up_proj.weight").chunk(2)
+        for x in "qkvo":  # the projections, with their biases where the model has them
+            for p in ("weight", "bias"):
+                if f"self_attn.{x}_proj.{p}" in layer:
+                    state[b + f"attn.w_{x}.{p}"] = layer[f"self_attn.{x}_proj.{p}"]
+        for x in ("q", "k"):
+            if f"self_attn.{x}_norm.weight" in layer:
+                state[b + f"attn.{x}_norm.weight"] = layer[f"self_attn.{x}_norm.weight"]
+        if "self_attn.sinks" in layer:
+            state[b + "attn.sinks"] = layer["self_attn.sinks"]
+        for ours, theirs in f.norms.items():
+            for p in ("weight", "bias"):
+                if f"{theirs}.{p}" in layer:
+                    state[b + f"{ours}.{p}"] = layer[f"{theirs}.{p}"]
+        if config.mlp != "external":
+            for x in ("gate", "up", "down"):
+                for p in ("weight", "bias"):
+                    if f"mlp.{x}_proj.{p}" in layer:
+                        state[b + f"mlp.{x}.{p}"] = layer[f"mlp.{x}_proj.{p}"]
+    state["ln_f.weight"] = hf["model.norm.weight"]
+    if f.gemma_norms:  # Gemma's RMSNorm multiplies by (1 + w): attnlib's nn.RMSNorm by its weight
+        state = {k: v + 1 if k.endswith(("norm.weight", "ln1.weight", "ln2.weight", "_out.weight", "ln_f.weight"))
+                 else v for k, v in state.items()}  # fmt: skip
+    if f.pairs == "half":
+        state = _interleave_rope_rows(state, config, n_kv)
+    return state
+
+
+def _interleave_rope_rows(state: dict, config: GPTConfig, n_kv: int) -> dict:
+    """The rows RoPE rotates, in every layer with positions, from rotate-half pairs to interleaved pairs:
+    ``W_Q``'s and ``W_K``'s (and their biases), and the QK-norm gains (per head, or over the projection)."""
+    r = config.rotary_dim
+    for i in range(config.n_layers):
+        if config.layer_rope(i) is None:  # a layer without positions: nothing turns, nothing to reorder
+            continue
+        b = f"blocks.{i}.attn."
+        for x, heads in (("q", config.n_heads), ("k", n_kv)):
+            for p in ("weight", "bias"):
+                if b + f"w_{x}.{p}" in state:
+                    state[b + f"w_{x}.{p}"] = rotate_half_to_interleaved(state[b + f"w_{x}.{p}"], heads, r)
+            if b + f"{x}_norm.weight" in state:  # a head's gains (d_head,), or the projection's (heads * d_head,)
+                gains = state[b + f"{x}_norm.weight"]
+                state[b + f"{x}_norm.weight"] = rotate_half_to_interleaved(gains, gains.shape[0] // config.head_dim, r)
     return state
 
 

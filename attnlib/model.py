@@ -34,20 +34,19 @@ tie_embeddings=False, n_kv_heads=..., d_head=..., qk_norm=...)``::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
-from ._layer_checks import check_gpt_config, check_gpt_ids, renamed
+from ._layer_checks import check_gpt_ids, renamed
 from ._validate import ensure_bool, ensure_instance
+from .blocks import SwiGLU, TransformerBlock, make_attention, make_norm  # noqa: F401  (attnlib.model.make_attention)
+from .config import GPT2_LARGE, GPT2_MEDIUM, GPT2_SMALL, GPT2_XL, GPT3_175B, LLAMA3_8B, QWEN3_8B, GPTConfig
 from .generation import generate
 from .kv_cache import KVCache
-from .latent import MultiHeadLatentAttention
 from .linear import Linear
-from .multihead import MultiHeadAttention
 
-__all__ = [
+__all__ = [  # GPTConfig and the published configurations live in config.py, the blocks in blocks.py
     "GPTConfig",
     "GPT2_SMALL",
     "GPT2_MEDIUM",
@@ -60,265 +59,6 @@ __all__ = [
     "TransformerBlock",
     "GPT",
 ]
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """The sizes of a GPT model, and (chapter 14) the choices that make it a Llama or a Qwen.
-
-    Args:
-        vocab_size: the number of token ids.
-        context_length: the most tokens the model reads at once (learned positions).
-        d_model: width of every token vector.
-        n_layers: number of transformer blocks.
-        n_heads: attention heads per block; must divide ``d_model`` unless ``d_head`` is set.
-        d_ff: hidden width of the MLP; ``None`` (default) means ``4 * d_model``, filled in at
-            construction (so ``dataclasses.replace(c, d_model=...)`` keeps ``c.d_ff``
-            unless you also pass ``d_ff=None``).
-        bias: whether linear layers and LayerNorms have biases.
-        tie_embeddings: whether the output head reuses the token embedding matrix.
-        n_kv_heads: key/value heads per attention layer, a divisor of ``n_heads``; ``None``
-            (default) means ``n_heads``, plain multi-head attention, and is left as None
-            (the printed config shows the field only when it is set). ``1`` is multi-query
-            attention (Shazeer 2019), in between grouped-query attention (Ainslie et al. 2023).
-        positions: ``"learned"`` (default, GPT-2: a ``(context_length, d_model)`` table added
-            to the token vectors), ``"rope"`` (rotary positions inside every attention layer,
-            Su et al. 2021) or ``"none"`` (no positions: only the causal mask orders tokens).
-        rope_base: RoPE's frequency base (Llama 3: 500000, Qwen3: 1000000).
-        norm: ``"layernorm"`` (default) or ``"rmsnorm"`` (Zhang and Sennrich 2019: no mean, no bias).
-        norm_eps: the ``eps`` of every norm, QK-norm's included.
-        mlp: ``"gelu"`` (default, ``W_2 GELU(W_1 x)``) or ``"swiglu"`` (Shazeer 2020:
-            ``W_down (SiLU(W_gate x) * W_up x)``, three matrices).
-        d_head: width of each attention head; ``None`` (default) means ``d_model // n_heads``.
-            Qwen3 sets it independently (128 with ``d_model = 1024`` and 16 heads).
-        qk_norm: whether each head's queries and keys go through an RMSNorm over ``d_head``
-            before RoPE (Qwen3, Gemma 3; OLMo 2 instead normalises the whole
-            ``n_heads * d_head`` projection, which this option does not do).
-        sliding_window: chapter 15: the sliding layers attend to the last ``sliding_window``
-            tokens only, each itself included (Mistral 7B: 4096); ``None`` (default): no window.
-        layer_types: ``"full"`` or ``"sliding"`` for each layer (Gemma 2 alternates them,
-            Gemma 3 has five sliding layers per full one); ``None`` (default): every layer
-            sliding when ``sliding_window`` is set, every layer full otherwise.
-        learned_sinks: one learned logit per head that joins each row's softmax and takes
-            weight without adding a value (gpt-oss).
-        attention: ``"mha"`` (default: multi-head attention, grouped with ``n_kv_heads``) or
-            ``"mla"`` (chapter 16: multi-head latent attention, DeepSeek-V2/V3; needs
-            ``positions="rope"``), with its sizes: ``kv_rank`` (the cached latent's width),
-            ``q_rank`` (None: uncompressed queries), ``d_head_nope`` (the unrotated key width;
-            None: ``d_model // n_heads``), ``d_head_rope`` (the rotated part; None:
-            ``d_head_nope // 2``) and ``d_head_v`` (None: ``d_head_nope``). ``d_head`` is
-            multi-head attention's head width and stays None with ``"mla"``.
-
-    The chapter 14 fields are printed only when they differ from their defaults, which keep
-    every earlier model as it was.
-
-    Example:
-        >>> GPTConfig(vocab_size=100, context_length=16, d_model=32, n_layers=2, n_heads=4).d_ff
-        128
-        >>> GPTConfig(100, 16, 32, 2, 4, positions="rope", norm="rmsnorm", mlp="swiglu", d_head=16)
-        GPTConfig(vocab_size=100, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=128, bias=True, tie_embeddings=True, positions='rope', norm='rmsnorm', mlp='swiglu', d_head=16)
-    """
-
-    vocab_size: int
-    context_length: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_ff: int | None = None
-    bias: bool = True
-    tie_embeddings: bool = True
-    n_kv_heads: int | None = None
-    positions: str = "learned"
-    rope_base: float = 10000.0
-    norm: str = "layernorm"
-    norm_eps: float = 1e-5
-    mlp: str = "gelu"
-    d_head: int | None = None
-    qk_norm: bool = False
-    sliding_window: int | None = None
-    layer_types: tuple[str, ...] | None = None
-    learned_sinks: bool = False
-    attention: str = "mha"
-    kv_rank: int | None = None
-    q_rank: int | None = None
-    d_head_rope: int | None = None
-    d_head_v: int | None = None
-    d_head_nope: int | None = None
-
-    def __repr__(self) -> str:
-        always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
-        shown = [
-            f"{f.name}={getattr(self, f.name)!r}"
-            for f in fields(self)
-            if f.name in always or getattr(self, f.name) != f.default
-        ]  # as before chapters 12 and 14 for the models of chapters 7-13
-        return f"GPTConfig({', '.join(shown)})"
-
-    def __post_init__(self):
-        if isinstance(self.layer_types, list):
-            object.__setattr__(self, "layer_types", tuple(self.layer_types))  # frozen, hashable: a tuple
-        check_gpt_config(self)
-        if self.d_ff is None:
-            object.__setattr__(self, "d_ff", 4 * self.d_model)  # frozen dataclass: set once here
-
-    @property
-    def head_dim(self) -> int:
-        """``d_head``, filled in: ``d_model // n_heads`` unless the config sets it (multi-head attention's
-        head width; MLA's are :attr:`mla_nope_dim`, :attr:`mla_rope_dim` and :attr:`mla_v_dim`)."""
-        return self.d_head if self.d_head is not None else self.d_model // self.n_heads
-
-    @property
-    def mla_nope_dim(self) -> int:
-        """MLA's ``d_head_nope``, filled in: ``d_model // n_heads`` unless the config sets it."""
-        return self.d_head_nope if self.d_head_nope is not None else self.d_model // self.n_heads
-
-    @property
-    def mla_rope_dim(self) -> int:
-        """MLA's ``d_head_rope``, filled in: ``mla_nope_dim // 2`` unless the config sets it."""
-        return self.d_head_rope if self.d_head_rope is not None else self.mla_nope_dim // 2
-
-    @property
-    def mla_v_dim(self) -> int:
-        """MLA's ``d_head_v``, filled in: ``mla_nope_dim`` unless the config sets it."""
-        return self.d_head_v if self.d_head_v is not None else self.mla_nope_dim
-
-    def layer_window(self, layer: int) -> int | None:
-        """The sliding window of layer ``layer`` (0-based): ``sliding_window`` for a sliding layer, None for a full one.
-
-        Example:
-            >>> c = GPTConfig(100, 16, 32, 4, 4, sliding_window=8, layer_types=("sliding", "full") * 2)
-            >>> [c.layer_window(i) for i in range(4)]
-            [8, None, 8, None]
-        """
-        if self.layer_types is None:
-            return self.sliding_window
-        return self.sliding_window if self.layer_types[layer] == "sliding" else None
-
-
-# Published configurations. GPT-2: Radford et al. 2019, table 2 (with the released code's
-# vocab_size = 50257 and context 1024); GPT-3: Brown et al. 2020, table 2.1 (same tokenizer, context 2048).
-GPT2_SMALL = GPTConfig(vocab_size=50257, context_length=1024, d_model=768, n_layers=12, n_heads=12)
-GPT2_MEDIUM = GPTConfig(vocab_size=50257, context_length=1024, d_model=1024, n_layers=24, n_heads=16)
-GPT2_LARGE = GPTConfig(vocab_size=50257, context_length=1024, d_model=1280, n_layers=36, n_heads=20)
-GPT2_XL = GPTConfig(vocab_size=50257, context_length=1024, d_model=1600, n_layers=48, n_heads=25)
-GPT3_175B = GPTConfig(vocab_size=50257, context_length=2048, d_model=12288, n_layers=96, n_heads=96)
-# Chapter 14, from the published config.json files: Llama 3 8B as released in April 2024
-# (meta-llama/Meta-Llama-3-8B, 8,192 tokens; Llama 3.1 8B has the same shapes and reaches 131,072
-# tokens by rescaling RoPE's frequencies, "llama3" rope scaling) and Qwen3 8B (Qwen/Qwen3-8B), both
-# RMSNorm, SwiGLU, RoPE, no biases, untied heads, 8 key/value heads.
-LLAMA3_8B = GPTConfig(
-    vocab_size=128256, context_length=8192, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,
-    bias=False, tie_embeddings=False, positions="rope", rope_base=500000.0, norm="rmsnorm", norm_eps=1e-5,
-    mlp="swiglu",
-)  # fmt: skip
-QWEN3_8B = GPTConfig(
-    vocab_size=151936, context_length=40960, d_model=4096, n_layers=36, n_heads=32, n_kv_heads=8, d_ff=12288,
-    bias=False, tie_embeddings=False, positions="rope", rope_base=1000000.0, norm="rmsnorm", norm_eps=1e-6,
-    mlp="swiglu", d_head=128, qk_norm=True,
-)  # fmt: skip
-
-
-class SwiGLU(nn.Module):
-    """The gated MLP of Llama and Qwen (Shazeer 2020): ``down(SiLU(gate(x)) * up(x))``.
-
-    ``gate`` and ``up`` map ``d_model -> d_ff``, ``down`` maps ``d_ff -> d_model``: three
-    matrices where GELU's MLP has two, so ``3 d_model d_ff`` weights.
-
-    Example:
-        >>> SwiGLU(8, 16)(torch.zeros(2, 3, 8)).shape
-        torch.Size([2, 3, 8])
-    """
-
-    def __init__(self, d_model: int, d_ff: int, bias: bool = False):
-        super().__init__()
-        self.gate = Linear(d_model, d_ff, bias=bias)  # (..., d_model) -> (..., d_ff)
-        self.up = Linear(d_model, d_ff, bias=bias)  # (..., d_model) -> (..., d_ff)
-        self.down = Linear(d_ff, d_model, bias=bias)  # (..., d_ff) -> (..., d_model)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(nn.functional.silu(self.gate(x)) * self.up(x))
-
-
-def make_norm(config: GPTConfig) -> nn.Module:
-    """The config's norm over ``d_model``: ``nn.LayerNorm`` or ``nn.RMSNorm``, with its ``norm_eps``."""
-    if config.norm == "rmsnorm":
-        return nn.RMSNorm(config.d_model, eps=config.norm_eps)  # x / rms(x) * g: no mean, no bias
-    return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
-
-
-def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
-    """The attention layer of block ``layer``: multi-head attention with the config's options
-    (chapters 6-15), or multi-head latent attention (``attention="mla"``, chapter 16)."""
-    if config.attention == "mla":
-        return MultiHeadLatentAttention(
-            config.d_model, config.n_heads, kv_rank=config.kv_rank, q_rank=config.q_rank,
-            d_head_nope=config.mla_nope_dim, d_head_rope=config.mla_rope_dim, d_head_v=config.mla_v_dim,
-            rope_base=config.rope_base, norm_eps=config.norm_eps,
-        )  # fmt: skip
-    return MultiHeadAttention(
-        config.d_model, config.n_heads, n_kv_heads=config.n_kv_heads, bias=config.bias, d_head=config.head_dim,
-        rope=config.positions == "rope", rope_base=config.rope_base, qk_norm=config.qk_norm,
-        norm_eps=config.norm_eps, sliding_window=config.layer_window(layer), learned_sinks=config.learned_sinks,
-    )  # fmt: skip
-
-
-class TransformerBlock(nn.Module):
-    """One pre-norm block: ``x + attn(ln1(x))``, then ``x + mlp(ln2(x))``.
-
-    GPT-2: ``mlp(x) = GELU(x W_1 + b_1) W_2 + b_2`` with ``W_1 (d_model, d_ff)`` and
-    ``W_2 (d_ff, d_model)``, LayerNorms, causal multi-head self-attention. The config's
-    chapter 14 options make it a Llama/Qwen3 block: ``ln1``, ``ln2`` are RMSNorms
-    (``norm="rmsnorm"``), ``mlp`` is a :class:`SwiGLU`, the attention rotates queries and keys
-    (``positions="rope"``), with QK-norm and its own ``d_head`` when set.
-
-    Args:
-        config: a :class:`GPTConfig`.
-        layer: the block's index in the model, 0-based (default 0): which layer type it is
-            when ``config.layer_types`` mixes full and sliding layers (chapter 15).
-
-    Example:
-        >>> block = TransformerBlock(GPTConfig(100, 16, d_model=32, n_layers=1, n_heads=4))
-        >>> block(torch.zeros(2, 5, 32)).shape                # (B, T, d_model) in and out
-        torch.Size([2, 5, 32])
-    """
-
-    def __init__(self, config: GPTConfig, layer: int = 0):
-        super().__init__()
-        d, bias = config.d_model, config.bias
-        self.ln1 = make_norm(config)
-        self.attn = make_attention(config, layer)
-        self.ln2 = make_norm(config)
-        if config.mlp == "swiglu":
-            self.mlp = SwiGLU(d, config.d_ff, bias=bias)
-        else:
-            self.mlp = nn.Sequential(
-                Linear(d, config.d_ff, bias=bias),  # (B, T, d_model) -> (B, T, d_ff)
-                nn.GELU(approximate="tanh"),  # GPT-2 uses the tanh approximation of GELU
-                Linear(config.d_ff, d, bias=bias),  # (B, T, d_ff) -> (B, T, d_model)
-            )
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        need_weights: bool = False,
-        kv_cache: KVCache | None = None,
-        positions: torch.Tensor | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """``x``: ``(B, T, d_model)`` -> ``(B, T, d_model)``.
-
-        With ``need_weights=True`` it returns ``(x, weights)``: also the attention weights
-        ``(B, n_heads, T, T)``, computed step by step (the default path uses
-        ``F.scaled_dot_product_attention``, faster, and keeps no weights).
-        With a ``kv_cache`` (this block's :class:`KVCache`), ``x`` holds the new tokens only;
-        they attend to the cached ones too (weights ``(B, n_heads, T, T_cached + T)``).
-        ``positions`` (RoPE only): the tokens' positions, as ``MultiHeadAttention`` takes them.
-        """
-        a, weights = self.attn(
-            self.ln1(x), is_causal=True, need_weights=need_weights, kv_cache=kv_cache, positions=positions
-        )
-        x = x + a
-        x = x + self.mlp(self.ln2(x))
-        return (x, weights) if need_weights else x
 
 
 class GPT(nn.Module):
@@ -414,7 +154,7 @@ class GPT(nn.Module):
         if return_weights is not None:
             need_weights = renamed("return_weights", "need_weights", return_weights, need_weights)
         x, weights = self._hidden(ids, need_weights, kv_cache, positions)  # (B, T, d_model), after ln_f
-        logits = self.lm_head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
+        logits = self.head(x)  # (B, T, d_model) @ (d_model, vocab_size) -> (B, T, vocab_size)
         return (logits, weights) if need_weights else logits
 
     def _hidden(
@@ -431,6 +171,8 @@ class GPT(nn.Module):
         pos = torch.arange(T_cached, T_cached + T, device=ids.device)  # (T,): positions after the cached ones
         # (RoPE: each attention layer rotates q and k by the same positions, from its cache's count)
         x = self.tok_emb(ids)  # (B, T, d_model)
+        if self.config.embed_scale != 1.0:
+            x = x * self.config.embed_scale  # chapter 18: Gemma's sqrt(d_model), Granite's multiplier
         if self.pos_emb is not None:
             x = x + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
@@ -445,6 +187,19 @@ class GPT(nn.Module):
             else:
                 x = block(x, kv_cache=cache, positions=where)  # (B, T, d_model) -> (B, T, d_model)
         return self.ln_f(x), weights
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of the final hidden states ``x`` ``(..., d_model)``: ``x W_head^T``, ``(..., vocab_size)``.
+
+        Chapter 18: times ``logit_scale`` (Cohere, Granite), then soft-capped, ``c tanh(z / c)`` with
+        ``c = logit_softcap`` (Gemma 2), where the config sets them.
+        """
+        logits = self.lm_head(x)  # (..., d_model) -> (..., vocab_size)
+        if self.config.logit_scale != 1.0:
+            logits = logits * self.config.logit_scale
+        if self.config.logit_softcap is not None:
+            logits = self.config.logit_softcap * torch.tanh(logits / self.config.logit_softcap)
+        return logits
 
     def generate(
         self,

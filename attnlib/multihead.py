@@ -44,14 +44,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._layer_checks import check_mha_inputs, check_mha_options, check_torch_mha, check_window_options
+from ._layer_checks import (
+    check_mha_inputs,
+    check_mha_options,
+    check_score_options,
+    check_torch_mha,
+    check_window_options,
+)
 from ._validate import ensure_kv_heads
-from .attention import attention_weights, masked_scores
+from .attention import masked_scores
 from .heads import flatten_batch, merge_heads, repeat_kv, split_heads
 from .kv_cache import KVCache
 from .linear import Linear
 from .masks import causal_mask, float_mask, sliding_window_mask
 from .positions import NoPE, RoPE
+from .rope_scaling import RopeScaling
 from .softmax import softmax
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAttention"]
@@ -162,24 +169,38 @@ class MultiHeadAttention(nn.Module):
         norm_eps: float = 1e-5,
         sliding_window: int | None = None,
         learned_sinks: bool = False,
+        rope_scaling: RopeScaling | None = None,
+        rotary_dim: int | None = None,
+        scale: float | None = None,
+        softcap: float | None = None,
+        qkv_bias: bool | None = None,
+        out_bias: bool | None = None,
     ):
         super().__init__()
         d_head = check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_norm, norm_eps)
         check_window_options(sliding_window, learned_sinks)
+        check_score_options(d_head, rope, rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias)
         self.n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
         # how positions enter (chapters 9, 14): RoPE rotates q and k inside the layer; NoPE leaves them
         self.rope_base = float(rope_base)  # kept with rope=False too: the checks and chapters read it
-        self.pos_enc = RoPE(d_head, self.rope_base) if rope else NoPE()
+        self.pos_enc = RoPE(d_head, self.rope_base, scaling=rope_scaling, rotary_dim=rotary_dim) if rope else NoPE()
         d_q, d_kv = n_heads * d_head, self.n_kv_heads * d_head  # both d_model for plain multi-head attention
-        self.w_q = Linear(d_model, d_q, bias=bias)  # (d_model) -> (n_heads * d_head)
-        self.w_k = Linear(d_model, d_kv, bias=bias)  # (d_model) -> (n_kv_heads * d_head)
-        self.w_v = Linear(d_model, d_kv, bias=bias)
-        self.w_o = Linear(d_q, d_model, bias=bias)  # (n_heads * d_head) -> (d_model)
-        # QK-norm (chapter 14): an RMSNorm over each head's d_head, on queries and keys, before RoPE
-        self.q_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
-        self.k_norm = nn.RMSNorm(d_head, eps=norm_eps) if qk_norm else None
+        qkv_bias, out_bias = bias if qkv_bias is None else qkv_bias, bias if out_bias is None else out_bias
+        self.w_q = Linear(d_model, d_q, bias=qkv_bias)  # (d_model) -> (n_heads * d_head)
+        self.w_k = Linear(d_model, d_kv, bias=qkv_bias)  # (d_model) -> (n_kv_heads * d_head)
+        self.w_v = Linear(d_model, d_kv, bias=qkv_bias)
+        self.w_o = Linear(d_q, d_model, bias=out_bias)  # (n_heads * d_head) -> (d_model)
+        # QK-norm (chapter 14): an RMSNorm on queries and keys before RoPE, over each head's d_head (with gains
+        # or, "unweighted", without) or over the whole projection ("projection", chapter 18)
+        self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
+        q_width, k_width = (d_q, d_kv) if self.qk_norm == "projection" else (d_head, d_head)
+        gains = self.qk_norm != "unweighted"
+        self.q_norm = nn.RMSNorm(q_width, eps=norm_eps, elementwise_affine=gains) if self.qk_norm else None
+        self.k_norm = nn.RMSNorm(k_width, eps=norm_eps, elementwise_affine=gains) if self.qk_norm else None
+        # chapter 18: the factor on the scores (None: 1 / sqrt(d_head)) and Gemma 2's soft cap on them
+        self.scale, self.softcap = scale, softcap
         self.attn_dropout = nn.Dropout(self.dropout)
         # chapter 15: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
         self.sliding_window = sliding_window
@@ -273,9 +294,14 @@ class MultiHeadAttention(nn.Module):
 
     def normalize(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Chapter 14, QK-norm (``qk_norm=True``): ``q_h / rms(q_h) * g_q`` and ``k_h / rms(k_h) * g_k``,
-        an RMSNorm over each head's ``d_head``; without it, ``q`` and ``k`` unchanged. Shapes kept."""
+        an RMSNorm over each head's ``d_head``; chapter 18: without gains (``"unweighted"``, Llama 4), or
+        one RMSNorm over all heads' ``n_heads * d_head`` (``"projection"``, OLMo 2/3); without QK-norm,
+        ``q`` and ``k`` unchanged. Shapes kept."""
         if self.q_norm is None:
             return q, k
+        if self.qk_norm == "projection":  # one norm over all heads: (B, heads, T, d_head) -> (B, T, heads * d_head)
+            return (split_heads(self.q_norm(merge_heads(q)), self.n_heads),
+                    split_heads(self.k_norm(merge_heads(k)), self.n_kv_heads))  # fmt: skip
         return self.q_norm(q), self.k_norm(k)
 
     def place(self, q, k, kv_cache: KVCache | None, positions, lead: torch.Size) -> tuple[torch.Tensor, torch.Tensor]:
@@ -363,10 +389,8 @@ class MultiHeadAttention(nn.Module):
         if not need_weights:
             return self.attend_fast(q, k, v, mask, is_causal), None
         k, v = repeat_kv(k, self.n_heads), repeat_kv(v, self.n_heads)  # (B, n_kv_heads, ...) -> (B, n_heads, ...)
-        if self.sinks is None:
-            weights = attention_weights(q, k, mask, is_causal)  # (B, n_heads, T, T_k)
-        else:
-            weights = softmax_with_sink(masked_scores(q, k, mask, is_causal), self.sinks)  # rows sum to < 1
+        scores = masked_scores(q, k, mask, is_causal, self.scale, self.softcap)  # (B, n_heads, T, T_k)
+        weights = softmax(scores) if self.sinks is None else softmax_with_sink(scores, self.sinks)  # sinks: < 1
         weights = self.attn_dropout(weights)
         return weights @ v, weights  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
 
@@ -387,13 +411,15 @@ class MultiHeadAttention(nn.Module):
         ``sinks[h]``; its value adds nothing to the output. The same softmax as
         :func:`softmax_with_sink`, with the sink's column present but multiplying zeros.
         """
+        if self.softcap is not None:  # SDPA has no soft cap: the weights path, without its weights
+            return self.attend(q, k, v, mask, is_causal, need_weights=True)[0]
         if self.sinks is not None:
             k, v, mask, is_causal = self.sink_as_key(q, k, v, mask, is_causal)
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # SDPA wants a float mask in q's dtype
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0,
-            enable_gqa=self.n_kv_heads != self.n_heads,
+            scale=self.scale, enable_gqa=self.n_kv_heads != self.n_heads,
         )  # fmt: skip
 
     def sink_as_key(self, q, k, v, mask, is_causal):

@@ -28,6 +28,7 @@ from ._validate import (
     ensure_float_dtype,
     ensure_instance,
     ensure_int,
+    fail,
 )
 from .model import GPTConfig
 
@@ -169,19 +170,26 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     """
     ensure_instance("config", config, GPTConfig, "a GPTConfig")
     d, L, b, c = config.d_model, config.n_layers, config.bias, config
+    d_q, d_kv = c.n_heads * c.head_dim, (c.n_kv_heads or c.n_heads) * c.head_dim  # the projections' widths
     if c.attention == "mla":  # chapter 16
         attention = mla_params(d, c.n_heads, c.kv_rank, c.q_rank, c.mla_nope_dim, c.mla_rope_dim, c.mla_v_dim)
     else:
-        attention = attention_params(d, b, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
-    qk_norm = 2 * c.head_dim if c.qk_norm else 0  # an RMSNorm gain over d_head for q and for k
+        attention = attention_params(d, False, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
+        qkv_bias, out_bias = (b if x is None else x for x in (c.qkv_bias, c.out_bias))  # chapter 18: per projection
+        attention += (d_q + 2 * d_kv if qkv_bias else 0) + (d if out_bias else 0)
+    qk_norm = {"projection": d_q + d_kv, "unweighted": 0}.get(c.qk_norm, 2 * c.head_dim) if c.qk_norm else 0
     sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
+    per_block = {"pre_norm": 2, "sandwich": 4, "post_norm": 2, "parallel": 1}[c.block]  # chapter 18: where they sit
+    if c.mlp == "external":
+        raise fail("config", "a config whose MLP it describes (count a model with count_params)",
+                   "mlp='external', a module from the checkpoint")  # fmt: skip
     return {
         "token embeddings": c.vocab_size * d,
         "position embeddings": c.context_length * d if c.positions == "learned" else 0,
         "attention": L * (attention + qk_norm + sinks),
-        "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp == "swiglu"),
-        norms[0]: (2 * L + 1) * norms[1],  # 2 per block + the final one
+        "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp in ("swiglu", "geglu")),
+        norms[0]: (per_block * L + 1) * norms[1],  # per block + the final one
         "output head (untied)": 0 if c.tie_embeddings else c.vocab_size * d,
     }
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import torch
 
 from ._checks import check_rope
-from ._validate import ensure_even, ensure_int
+from ._validate import describe, ensure_even, ensure_int, fail
+from .rope_scaling import RopeScaling, attention_factor, scaled_frequencies
 
 __all__ = ["sinusoidal_positions", "apply_rope", "RoPE", "NoPE"]
 
@@ -177,15 +178,31 @@ class NoPE:
 
 
 class RoPE:
-    """Rotary positions for the queries and keys of one attention layer (chapters 9 and 14).
+    """Rotary positions for the queries and keys of one attention layer (chapters 9, 14 and 18).
 
     ``RoPE(d_head, base)(x, positions)`` is ``apply_rope(x, positions, base)``, to the bit:
     pair ``(2i, 2i + 1)`` of the row at position ``m`` turns by ``m theta_i``, with
-    ``theta_i = 1 / base^(2i / d_head)`` (:meth:`frequencies`; the long-context variants of
-    RoPE change this method). The object computes ``cos(m theta_i)`` and ``sin(m theta_i)``
-    for the positions ``0 .. T - 1`` once per length, device and dtype, and looks them up for
-    each call's positions; fractional or negative positions, positions from ``TABLE_LIMIT`` on, and
-    tensors on the ``meta`` device (no values to look up) are computed directly.
+    ``theta_i = 1 / base^(2i / d_head)`` (:meth:`frequencies`). The object computes ``cos(m theta_i)``
+    and ``sin(m theta_i)`` for the positions ``0 .. T - 1`` once per length, device and dtype, and
+    looks them up for each call's positions; fractional or negative positions, positions from
+    ``TABLE_LIMIT`` on, and tensors on the ``meta`` device (no values to look up) are computed directly.
+
+    Chapter 18's options, as Hugging Face ``transformers`` applies them (equal to the bit in float32,
+    once its "rotate half" pairs are permuted to interleaved ones)::
+
+        rotary_dim = r      only dimensions 0 .. r - 1 of each head turn, with theta_i = 1 / base^(2i / r);
+                            dimensions r .. d_head - 1 pass unchanged (partial rotary: GPT-NeoX, Phi, GLM-4)
+        scaling             theta_i from attnlib.rope_scaling.scaled_frequencies (linear, dynamic, yarn,
+                            llama3, longrope), and cos, sin multiplied by its attention factor a
+                            (yarn, longrope): every score q . k is multiplied by a^2, a temperature
+
+    "dynamic" and "longrope" change their frequencies with the length ``L = max(positions) + 1`` of
+    each call: past ``L0`` (dynamic: ``max_position_embeddings``; longrope:
+    ``original_max_position_embeddings``) they are computed for that ``L``, up to it they are looked up
+    in the table of the starting frequencies. This object keeps no state between calls;
+    ``transformers`` keeps the largest ``L`` it has seen in a dynamic layer (until a call shorter
+    than ``L0`` resets it), and its LongRoPE picks the long factors the same way. With positions that
+    only grow, as in generation, the two agree.
 
     Where the keys of a KV cache get their rotation is the layer's call, not the object's
     state: by default each key is rotated once, at its position in the sequence, before it is
@@ -196,6 +213,12 @@ class RoPE:
     Args:
         d_head: the width of each head's query and key, even.
         base: the base of the frequencies (10000; Llama 3: 500000, Qwen3: 1000000).
+        scaling: a :class:`~attnlib.rope_scaling.RopeScaling`, or None (default RoPE).
+        rotary_dim: how many leading dimensions of each head turn, even, at most ``d_head``
+            (None: all of them; Phi-4-mini: ``int(128 * 0.75) = 96``).
+
+    Attributes:
+        attention_factor: ``a``, the factor on ``cos`` and ``sin`` (1.0 but for yarn and longrope).
 
     Example:
         >>> rope = RoPE(d_head=8, base=10000.0)
@@ -204,43 +227,85 @@ class RoPE:
         True
         >>> rope
         RoPE(d_head=8, base=10000.0)
+        >>> from attnlib.rope_scaling import RopeScaling
+        >>> yarn = RoPE(8, 1e6, rotary_dim=4, scaling=RopeScaling("yarn", factor=4.0, original_max_position_embeddings=64))
+        >>> round(yarn.attention_factor, 4), torch.equal(yarn(x, torch.arange(5))[..., 4:], x[..., 4:])
+        (1.1386, True)
     """
 
     TABLE_LIMIT = 65536  # positions past this are computed directly, not kept in a table
 
-    def __init__(self, d_head: int, base: float = 10000.0):
+    def __init__(
+        self, d_head: int, base: float = 10000.0, *, scaling: RopeScaling | None = None, rotary_dim: int | None = None
+    ):
+        if scaling is not None and not isinstance(scaling, RopeScaling):
+            raise fail("scaling", "None or an attnlib.RopeScaling", describe(scaling))
+        if rotary_dim is not None:
+            ensure_even("rotary_dim", ensure_int("rotary_dim", rotary_dim))
+            if rotary_dim > d_head:
+                raise fail("rotary_dim", f"at most d_head = {d_head} (the dimensions that turn)", f"{rotary_dim}")
         self.d_head, self.base = d_head, float(base)
-        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (device, dtype) -> cos, sin (T, d_head/2)
+        self.scaling, self.rotary_dim = scaling, d_head if rotary_dim is None else rotary_dim
+        self.attention_factor = attention_factor(scaling)
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (device, dtype) -> cos, sin (T, r/2)
 
     def __repr__(self) -> str:
-        return f"RoPE(d_head={self.d_head}, base={self.base})"
+        extra = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.d_head else ""
+        extra += f", scaling={self.scaling!r}" if self.scaling is not None else ""
+        return f"RoPE(d_head={self.d_head}, base={self.base}{extra})"
 
-    def frequencies(self, device=None, dtype=torch.float32) -> torch.Tensor:
-        """``theta_i = 1 / base^(2i / d_head)``, ``(d_head/2,)``."""
-        return rope_frequencies(self.d_head, self.base, device, dtype)
+    def frequencies(self, seq_len=None, device=None, dtype=torch.float32) -> torch.Tensor:
+        """``theta_i`` ``(rotary_dim/2,)``: ``1 / base^(2i / rotary_dim)``, or the scaling's for a sequence of
+        ``seq_len`` tokens (None: its starting frequencies)."""
+        if self.scaling is None:
+            return rope_frequencies(self.rotary_dim, self.base, device, dtype)
+        return scaled_frequencies(self.rotary_dim, self.base, self.scaling, seq_len, device, dtype)[0]
+
+    def _cos_sin(self, angles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``a cos``, ``a sin`` of the angles, multiplied after, in the angles' dtype, as ``transformers`` does."""
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        if self.attention_factor != 1.0:
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return cos, sin
 
     def cos_sin(self, T: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``cos(m theta_i)`` and ``sin(m theta_i)`` for ``m = 0 .. T - 1``, ``(T, d_head/2)`` each, computed
-        once per device and dtype for the longest ``T`` asked so far (twice that, when it grows)."""
+        """``a cos(m theta_i)`` and ``a sin(m theta_i)`` for ``m = 0 .. T - 1``, ``(T, rotary_dim/2)`` each, with
+        the starting frequencies; computed once per device and dtype for the longest ``T`` asked so far
+        (twice that, when it grows)."""
         key = (torch.device(device), dtype)
         cos, sin = self._tables.get(key, (None, None))
         if cos is None or cos.shape[0] < T:
             m = torch.arange(max(T, 2 * (0 if cos is None else cos.shape[0])), device=device, dtype=dtype)
-            angles = m[:, None] * self.frequencies(device, dtype)  # (T, 1) * (d_head/2,) -> (T, d_head/2)
-            cos, sin = self._tables[key] = torch.cos(angles), torch.sin(angles)
+            angles = m[:, None] * self.frequencies(None, device, dtype)  # (T, 1) * (r/2,) -> (T, r/2)
+            cos, sin = self._tables[key] = self._cos_sin(angles)
         return cos[:T], sin[:T]
 
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Turn the first ``rotary_dim`` dimensions of ``x`` ``(..., T, d_head)``, pass the others."""
+        r = self.rotary_dim
+        if r == x.shape[-1]:
+            return rotate_pairs(x, cos, sin)
+        return torch.cat((rotate_pairs(x[..., :r], cos, sin), x[..., r:]), dim=-1)
+
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x`` ``(..., T, d_head)`` by ``positions`` ``(T,)`` or ``(..., T)``: ``apply_rope(x, positions, base)``."""
+        """Rotate ``x`` ``(..., T, d_head)`` by ``positions`` ``(T,)`` or ``(..., T)``; ``x``'s shape and dtype."""
         work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        direct = (
-            "meta" in (x.device.type, positions.device.type) or positions.is_floating_point() or not positions.numel()
-        )
+        meta = "meta" in (x.device.type, positions.device.type)
+        direct = meta or positions.is_floating_point() or not positions.numel()
         if not direct:  # integer positions: rows of the table, unless negative or past its limit
             low, high = int(positions.min()), int(positions.max())
             direct = low < 0 or high >= self.TABLE_LIMIT
-        if direct:  # shapes only (meta), or not a row of the table: computed directly
+        seq_len = None  # dynamic, longrope: L = max(positions) + 1, as transformers computes it
+        L0 = None if self.scaling is None else self.scaling.original_length
+        if L0 is not None and not meta and positions.numel() and positions.max() + 1 > L0:
+            seq_len, direct = positions.max() + 1, True  # past L0: frequencies of their own
+        if not direct:
+            positions = positions.to(x.device)
+            cos, sin = self.cos_sin(high + 1, x.device, work)  # (high + 1, r/2) each, or longer
+            return self._rotate(x, cos[positions], sin[positions])  # (..., T, r/2) each
+        if self.scaling is None and self.rotary_dim == x.shape[-1]:
             return apply_rope(x, positions, self.base)
-        positions = positions.to(x.device)
-        cos, sin = self.cos_sin(high + 1, x.device, work)  # (high + 1, d_head/2) each, or longer
-        return rotate_pairs(x, cos[positions], sin[positions])  # (..., T, d_head/2) each
+        check_rope(x[..., : self.rotary_dim], positions, self.base)
+        pos = positions.to(device=x.device, dtype=work)  # (..., T)
+        angles = pos[..., :, None] * self.frequencies(seq_len, x.device, work)  # (..., T, 1) * (r/2,)
+        return self._rotate(x, *self._cos_sin(angles))

@@ -244,7 +244,8 @@ def __attnlib_run_cases(name, spec, cases_path, results_path, cost_path):
     import sys
     import torch
     from attnlib.model import GPTConfig
-    torch.serialization.add_safe_globals([GPTConfig])  # a case may hold a model's config (chapter 17)
+    from attnlib.rope_scaling import RopeScaling
+    torch.serialization.add_safe_globals([GPTConfig, RopeScaling])  # a case may hold a config (chapters 17, 18)
     guard = {{}}
     exec({guard!r}, guard)
     codes = guard["_resolve"](spec)

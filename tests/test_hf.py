@@ -196,7 +196,7 @@ def test_unsupported_models_name_the_supported_families():
     bert = transformers.BertModel(transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                                                           intermediate_size=32))  # fmt: skip
     with pytest.raises(AttnlibError, match="model: expected a transformers model of a supported family: "
-                       "GPT2LMHeadModel, LlamaForCausalLM, Qwen3ForCausalLM, MistralForCausalLM.*BertModel"):  # fmt: skip
+                       "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM.*Qwen3ForCausalLM.*BertModel"):  # fmt: skip
         from_hf(bert)
     with pytest.raises(AttnlibError, match="model: expected .*received.*LlamaModel"):
         from_hf(llama().model)  # the body without its head
@@ -205,13 +205,17 @@ def test_unsupported_models_name_the_supported_families():
 
 
 def test_unsupported_options_are_named():
-    scaled = llama(rope_scaling={"rope_type": "linear", "factor": 2.0})
-    with pytest.raises(AttnlibError, match=r"rope type = 'default'.*received rope type = 'linear'"):
-        from_hf(scaled)
-    window = transformers.Qwen3Config(**SMALL, num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True,
-                                      sliding_window=16)  # fmt: skip
-    with pytest.raises(AttnlibError, match=r"sliding_window = None .*Mistral's.*received sliding_window = 16"):
-        from_hf(transformers.Qwen3ForCausalLM(window))  # Mistral's window is built (tests/test_windows.py)
+    """Chapter 18 builds RoPE scaling and every family's windows (tests/test_hf_families.py); what attnlib
+    does not build is still refused by name: another MLP activation, chunked attention (Llama 4), a
+    bidirectional window (Gemma 3's embedding models), dropout on the attention weights."""
+    with pytest.raises(AttnlibError, match=r"MLP activation is 'silu'.*received relu"):
+        from_hf(llama(hidden_act="relu"))
+    for option, value in (("attention_chunk_size", 8), ("use_bidirectional_attention", True),
+                          ("attention_dropout", 0.1)):  # fmt: skip
+        hf = llama()
+        setattr(hf.config, option, value)
+        with pytest.raises(AttnlibError, match=rf"{option} = .*received {option} = {value!r}"):
+            from_hf(hf)
     relu = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=32, n_layer=1, n_head=4,
                                    activation_function="relu")  # fmt: skip
     with pytest.raises(AttnlibError, match=r"activation_function = 'gelu_new'"):
@@ -237,7 +241,7 @@ YARN = {"factor": 40.0, "original_max_position_embeddings": 4096}
         ),  # fmt: skip
         (
             {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}, "rope_theta": 1e4},
-            r"one RoPE base theta, received rope_theta = 1e\+06 in rope_parameters, rope_theta = 10000 in rope_scaling",
+            r"RoPE spellings agree .*received rope_parameters: .*1000000.0\}; rope_scaling: \{'rope_theta': 10000",
         ),
     ],
 )
@@ -309,3 +313,25 @@ def test_deepseek_v3s_query_norm_becomes_q_latent_norm_not_qk_norm():
     assert not hasattr(mine, "q_norm") and "q_latent_norm.weight" in mine.state_dict()
     assert torch.equal(mine.q_latent_norm.weight, layer.q_a_layernorm.weight)
     assert torch.equal(mine.kv_norm.weight, layer.kv_a_layernorm.weight)
+
+
+def test_a_decoder_familys_rope_is_read_per_layer_type_and_its_spellings_must_agree():
+    """Chapter 18: a scaled RoPE is read in either spelling, per layer type where transformers 5 keeps one dict
+    per type (Gemma 3) or 4 keeps the sliding layers' base apart (rope_local_base_freq); a config whose two
+    spellings say different things is refused, since each transformers version reads only its own."""
+    from attnlib._hf_checks import hf_rope
+
+    yarn = {"rope_type": "yarn", "rope_theta": 1e4, **YARN}
+    both = SimpleNamespace(rope_parameters=dict(yarn), rope_theta=1e4, rope_scaling={"rope_type": "yarn", **YARN})
+    assert hf_rope(both, "llama") == (1e4, yarn)
+    stray = SimpleNamespace(rope_parameters=dict(yarn), rope_theta=1e4, rope_scaling=None)  # 4.x ignores the first
+    with pytest.raises(AttnlibError, match="RoPE spellings agree"):
+        hf_rope(stray, "llama")
+    per_type = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}  # fmt: skip
+    v5 = SimpleNamespace(rope_parameters=per_type)
+    assert hf_rope(v5, "gemma3_text", "full") == (1e6, per_type["full_attention"])
+    assert hf_rope(v5, "gemma3_text", "sliding") == (1e4, per_type["sliding_attention"])
+    v4 = SimpleNamespace(rope_theta=1e6, rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_local_base_freq=1e4)
+    assert hf_rope(v4, "gemma3_text", "full") == (1e6, {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6})
+    assert hf_rope(v4, "gemma3_text", "sliding") == (1e4, {"rope_type": "default", "rope_theta": 1e4})

@@ -219,3 +219,18 @@ def test_ruff_is_clean():
     for args in (["check", *linted, "notebooks"], ["format", "--check", *linted]):
         run = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True)
         assert run.returncode == 0, f"ruff {' '.join(args[:2])}:\n{run.stdout}{run.stderr}"
+
+
+def test_readme_lists_every_family_from_hf_loads():
+    """The README's table of the models from_hf loads names every class it accepts, and no other."""
+    from attnlib._hf_checks import HF_FAMILIES
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The models `from_hf` loads", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ") and "`" in line][
+        1:
+    ]  # not the header
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row[2])}  # the class column
+    assert listed == set(HF_FAMILIES.values()), (
+        f"README lists {sorted(listed)}, from_hf takes {sorted(HF_FAMILIES.values())}"
+    )

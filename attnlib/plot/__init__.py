@@ -8,6 +8,7 @@
 * ``loss_curve``: a training loss, step by step, with its running mean.
 * ``scaling``: costs measured at growing sizes, log-log, with fitted slopes (chapter 11).
 * ``score_growth``: the scores and the softmax of a layer whose ``W_Q``, ``W_K`` grow (chapter 14).
+* ``rope_wavelengths``, ``rope_scalings``, ``accuracy_by_length``: RoPE over long contexts (chapter 18).
 * ``localize``: a figure drawn with matplotlib itself, its words in the reader's language.
 * ``explore``, ``live_model``, ``online_softmax_player``: the interactive views (``attnlib.views``).
 
@@ -25,7 +26,8 @@ a notebook writes with matplotlib itself (``ax.set_xlabel("position")``) gets th
 
 The code is in one module per topic, all reached as ``attnlib.plot.<name>``: ``style.py`` (the
 style, the fonts, ``localize``), ``matrices.py`` (the heatmaps), ``diagram.py`` (``overview``),
-``curves.py`` (``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``); the views are
+``curves.py`` (``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``), ``positions.py``
+(``rope_wavelengths``, ``rope_scalings``, ``accuracy_by_length``); the views are
 ``attnlib/views/``.
 """
 
@@ -35,6 +37,7 @@ from ..views.player import online_softmax_player
 from .curves import decoding_steps, loss_curve, scaling, score_growth
 from .diagram import OVERVIEW_STEPS, overview
 from .matrices import attention_heatmap, heads_grid, show_matrices, show_matrix
+from .positions import accuracy_by_length, rope_scalings, rope_wavelengths
 from .style import CHINESE_FONTS, DIVERGING, HIGHLIGHT, SEQUENTIAL, STYLE, localize
 
 __all__ = [
@@ -53,6 +56,9 @@ __all__ = [
     "scaling",
     "decoding_steps",
     "score_growth",
+    "rope_wavelengths",
+    "rope_scalings",
+    "accuracy_by_length",
     "localize",
     "explore",
     "live_model",

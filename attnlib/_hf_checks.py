@@ -145,9 +145,13 @@ def check_hf_options(c, family: str) -> None:
             )
 
 
-def check_hf_mla_config(c) -> float:
-    """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE base theta."""
-    theta = check_hf_rope(c, "a DeepseekV3Attention")
+def check_hf_mla_config(c) -> tuple[float, dict]:
+    """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE base theta and
+    parameters (default, or YaRN as DeepSeek-V3 ships it: chapter 18), in either transformers' spelling."""
+    theta, rope = hf_rope(c, "deepseek_v3")
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in ("default", "yarn"):
+        raise fail("model", "a DeepseekV3Attention with rope type 'default' or 'yarn' (what attnlib builds)", kind)
     options = {
         "rope_interleave": (bool(getattr(c, "rope_interleave", True)), True),
         "attention_bias": (bool(getattr(c, "attention_bias", False)), False),
@@ -156,7 +160,7 @@ def check_hf_mla_config(c) -> float:
     for option, (value, wanted) in options.items():
         if value != wanted:
             raise fail("model", f"a DeepseekV3Attention with {option} = {wanted!r} (what attnlib builds)", f"{value!r}")
-    return theta
+    return theta, rope
 
 
 def check_hf_config(c, family: str) -> None:

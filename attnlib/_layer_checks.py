@@ -147,10 +147,10 @@ def check_family_options(c) -> None:
         layers, indices = c.nope_layers, range(c.n_layers)
         if not isinstance(layers, tuple) or not all(type(i) is int and i in indices for i in layers):
             raise fail("nope_layers", f"a tuple of layer indices in 0 .. {c.n_layers - 1}", repr(layers))
-    chapter18 = (c.rope_scaling, c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias)
-    if c.attention == "mla" and chapter18 != (None,) * len(chapter18):
-        raise fail("attention", "'mla' without chapter 18's RoPE options, score scale, soft cap and biases",
-                   f"{c!r}")  # fmt: skip
+    chapter18 = (c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias)
+    if c.attention == "mla" and chapter18 != (None,) * len(chapter18):  # rope_scaling it takes (DeepSeek's YaRN)
+        raise fail("attention", "'mla' without chapter 18's partial rotary, NoPE layers, score scale, soft cap "
+                   "and biases", f"{c!r}")  # fmt: skip
 
 
 def check_window_options(sliding_window, learned_sinks) -> None:

@@ -115,7 +115,7 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
         return MultiHeadLatentAttention(
             config.d_model, config.n_heads, kv_rank=config.kv_rank, q_rank=config.q_rank,
             d_head_nope=config.mla_nope_dim, d_head_rope=config.mla_rope_dim, d_head_v=config.mla_v_dim,
-            rope_base=config.rope_base, norm_eps=config.norm_eps,
+            rope_base=config.rope_base, norm_eps=config.norm_eps, rope_scaling=config.rope_scaling,
         )  # fmt: skip
     rope = config.layer_rope(layer)  # (base, scaling), or None: no positions in this layer
     base, scaling = rope if rope is not None else (config.rope_base, None)

@@ -80,8 +80,8 @@ class GPTConfig:
 
         rope_scaling: a :class:`~attnlib.rope_scaling.RopeScaling` (linear, dynamic, yarn, llama3,
             longrope): RoPE's frequencies rescaled to stretch the context (Llama 3.1: "llama3").
-            It applies to every RoPE layer, or to the full layers only when ``rope_base_sliding``
-            is set.
+            It applies to every RoPE layer (MLA's rotated part too: DeepSeek-V3's YaRN), or to the
+            full layers only when ``rope_base_sliding`` is set.
         rope_base_sliding: the sliding layers' own RoPE base, with unscaled frequencies (Gemma 3:
             10000 beside 1000000; OLMo 3: ``rope_base`` itself, the scaling for the full layers
             only); None: the sliding layers as the full ones.

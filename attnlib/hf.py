@@ -18,7 +18,12 @@ Two things change on the way:
 Chapter 16: ``from_hf`` also takes one ``DeepseekV3Attention`` layer and returns the equal
 :class:`~attnlib.latent.MultiHeadLatentAttention`. DeepSeek-V3's RoPE pairs are interleaved
 already (``rope_interleave``); its ``kv_a_proj_with_mqa`` stacks ``W_DKV`` and ``W_KR``, and its
-``kv_b_proj`` stacks each head's ``W_UK,h`` and ``W_UV,h``: the rows are split, not permuted.
+``kv_b_proj`` stacks each head's ``W_UK,h`` and ``W_UV,h``: the rows are split, not permuted. Its YaRN
+(chapter 18) scales the rotated part's frequencies and the scores' scale.
+
+Chapter 18: the decoder families of :data:`attnlib.hf_families.FAMILIES`, each read into a ``GPTConfig`` by
+:func:`attnlib.hf_families.gpt_config`; GLM and Cohere store RoPE's pairs interleaved already, Phi-3 and GLM
+stack q, k, v (or gate and up) in one matrix, Gemma stores its norms' gains as ``g - 1``.
 
 attnlib does not import ``transformers``: it reads ``model.config`` and ``model.state_dict()``.
 The course builds these models from small random configs in its tests; it never downloads one.
@@ -35,6 +40,7 @@ from .config import GPTConfig
 from .hf_families import FAMILIES, Family, gpt_config
 from .latent import MultiHeadLatentAttention
 from .model import GPT
+from .rope_scaling import RopeScaling
 
 __all__ = ["from_hf", "rotate_half_to_interleaved"]
 
@@ -220,13 +226,14 @@ def _interleave_rope_rows(state: dict, config: GPTConfig, n_kv: int) -> dict:
 def _mla_from_hf(layer) -> MultiHeadLatentAttention:
     """A ``DeepseekV3Attention`` layer as a :class:`~attnlib.latent.MultiHeadLatentAttention`."""
     c = layer.config
-    theta = check_hf_mla_config(c)  # default RoPE, interleaved pairs, no biases, one key/value head per head
+    theta, rope = check_hf_mla_config(c)  # default RoPE or YaRN, interleaved pairs, no biases, one kv head per head
     H, nope, r, dv, rank = (c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim,
                             c.kv_lora_rank)  # fmt: skip
     weight = next(layer.parameters())
     mla = MultiHeadLatentAttention(
         c.hidden_size, H, kv_rank=rank, q_rank=c.q_lora_rank, d_head_nope=nope, d_head_rope=r, d_head_v=dv,
         rope_base=theta, norm_eps=layer.kv_a_layernorm.variance_epsilon,
+        rope_scaling=RopeScaling.from_hf(rope, c.max_position_embeddings),
     ).to(weight.device, weight.dtype)  # fmt: skip
     hf = layer.state_dict()
     kv_b = hf["kv_b_proj.weight"].view(H, nope + dv, rank)  # (H * (nope + dv), rank) -> (H, nope + dv, rank)

@@ -35,13 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._layer_checks import check_latent_update, check_mla_inputs, check_mla_options
+from ._layer_checks import check_latent_update, check_mla_inputs, check_mla_options, check_score_options
 from ._validate import ensure_int
 from .attention import attention_weights
 from .linear import Linear
 from .masks import causal_mask
 from .multihead import merge_heads, split_heads
-from .positions import apply_rope
+from .positions import RoPE
+from .rope_scaling import RopeScaling
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention"]
 
@@ -146,6 +147,24 @@ class LatentCache:
         return self.c, self.k_rope
 
 
+def yarn_score_scale(d_qk: int, scaling: RopeScaling | None) -> float:
+    """The factor on MLA's scores: ``1 / sqrt(d_qk)``; with DeepSeek's YaRN (``mscale_all_dim`` set) times
+    ``mscale(s, mscale_all_dim)^2``, ``mscale(s, m) = 0.1 m ln s + 1`` (1 for ``s <= 1``), as DeepSeek-V3's code.
+
+    Example:
+        >>> from attnlib.rope_scaling import RopeScaling
+        >>> yarn = RopeScaling("yarn", factor=40.0, original_max_position_embeddings=4096, mscale=1.0, mscale_all_dim=1.0)
+        >>> round(yarn_score_scale(192, None) ** -2), round(yarn_score_scale(192, yarn) * 192**0.5, 4)   # 1.3689^2
+        (192, 1.8739)
+    """
+    scale = 1 / math.sqrt(d_qk)
+    m_all = None if scaling is None or scaling.rope_type != "yarn" else scaling.mscale_all_dim
+    if m_all and scaling.factor > 1:
+        mscale = 0.1 * m_all * math.log(scaling.factor) + 1.0
+        scale = scale * mscale * mscale
+    return scale
+
+
 class MultiHeadLatentAttention(nn.Module):
     """Multi-head latent attention: keys and values expanded from a cached latent (DeepSeek-V2/V3).
 
@@ -176,6 +195,9 @@ class MultiHeadLatentAttention(nn.Module):
             the latents mixed and expanded once, no key or value expanded (same outputs to
             float rounding; the form for generating). False: the expanded form (form 1).
         norm_eps: the ``eps`` of the two RMSNorms (DeepSeek: 1e-6).
+        rope_scaling: chapter 18, a :class:`~attnlib.rope_scaling.RopeScaling` of the rotated part
+            (DeepSeek-V3: YaRN, factor 40); with YaRN's ``mscale_all_dim`` the scores' scale is also
+            multiplied by ``mscale(s, mscale_all_dim)^2`` (:func:`yarn_score_scale`).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -202,13 +224,17 @@ class MultiHeadLatentAttention(nn.Module):
         rope_base: float = 10000.0,
         absorb: bool = False,
         norm_eps: float = 1e-6,
+        rope_scaling: RopeScaling | None = None,
     ):
         super().__init__()
         sizes = check_mla_options(d_model, n_heads, kv_rank, q_rank, d_head_nope, d_head_rope, d_head_v, absorb)
+        check_score_options(sizes[1], True, rope_scaling, None, None, None, None, None)
         self.d_model, self.n_heads, self.kv_rank, self.q_rank = d_model, n_heads, kv_rank, q_rank
         self.d_head_nope, self.d_head_rope, self.d_head_v = sizes  # defaults filled in
         self.rope_base, self.absorb = float(rope_base), absorb
+        self.pos_enc = RoPE(self.d_head_rope, self.rope_base, scaling=rope_scaling)  # the rotated part's positions
         d_qk = self.d_head_nope + self.d_head_rope  # a head's query and key width
+        self.scale = yarn_score_scale(d_qk, rope_scaling)  # 1 / sqrt(d_qk), DeepSeek's YaRN: times mscale^2
         if q_rank is None:
             self.w_q = Linear(d_model, n_heads * d_qk, bias=False)  # (d_model) -> (n_heads * d_qk)
         else:  # compressed queries: down to q_rank, an RMSNorm, up to the heads
@@ -253,9 +279,9 @@ class MultiHeadLatentAttention(nn.Module):
         q = self.w_q(x) if self.q_rank is None else self.w_uq(self.q_latent_norm(self.w_dq(x)))  # (B, T, H * d_qk)
         q = split_heads(q, self.n_heads)  # (B, T, H * d_qk) -> (B, H, T, d_qk)
         q_nope, q_rope = q.split([self.d_head_nope, self.d_head_rope], dim=-1)
-        q_rope = apply_rope(q_rope, pos, self.rope_base)  # (B, H, T, d_head_rope)
+        q_rope = self.pos_enc(q_rope, pos)  # (B, H, T, d_head_rope)
         c = self.kv_norm(self.w_dkv(x))[:, None]  # (B, T, kv_rank) -> (B, 1, T, kv_rank): the latent
-        k_rope = apply_rope(self.w_kr(x)[:, None], pos, self.rope_base)  # (B, 1, T, d_head_rope), one for all heads
+        k_rope = self.pos_enc(self.w_kr(x)[:, None], pos)  # (B, 1, T, d_head_rope), one for all heads
         if kv_cache is not None:
             c, k_rope = kv_cache.update(c, k_rope)  # (B, 1, T_k, kv_rank), (B, 1, T_k, d_head_rope)
         T_k = c.shape[2]
@@ -264,7 +290,7 @@ class MultiHeadLatentAttention(nn.Module):
             mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
         elif is_causal:
             mask = causal_mask(T, T_k, device=x.device)
-        scale = 1 / math.sqrt(self.d_head_nope + self.d_head_rope)
+        scale = self.scale
 
         if self.absorb:  # form 2, absorbed: scores against the latent, q_nope,h W_UK,h^T . c, no key expanded
             W_uk = self.w_uk.weight.view(self.n_heads, self.d_head_nope, self.kv_rank)  # (H, d_head_nope, kv_rank)

@@ -3,6 +3,8 @@ configs, nothing downloaded), its absorbed form against the naive one, its cache
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -59,6 +61,24 @@ def test_from_hf_equals_deepseek_v3_attention(q_rank, absorb):
     assert torch.allclose(weights, hf_weights, atol=1e-6)
     if not absorb:
         assert torch.allclose(mine(x, is_causal=True, need_weights=False)[0], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
+def test_deepseek_v3s_yarn_equals_transformers(absorb):
+    """Chapter 18: DeepSeek-V3 ships YaRN (factor 40, mscale = mscale_all_dim = 1): the rotated part's
+    frequencies rescaled by band, and the scores' scale times mscale(40, 1)^2 = 1.3689^2. Equal to
+    transformers' layer with the same weights, and not to the same layer with default RoPE."""
+    yarn = dict(factor=40.0, original_max_position_embeddings=4, mscale=1.0, mscale_all_dim=1.0)
+    layer, config = _hf_layer(24, **rope(10000.0, "yarn", **yarn))
+    mine = attnlib.from_hf(layer)
+    mine.absorb = absorb
+    assert mine.scale == pytest.approx((NOPE + ROPE) ** -0.5 * (0.1 * math.log(40.0) + 1) ** 2)
+    x = torch.randn(2, 9, D)
+    expected, hf_weights = _hf_run(layer, config, x)
+    out, weights = mine(x, is_causal=True)
+    assert torch.allclose(out, expected, atol=1e-5) and torch.allclose(weights, hf_weights, atol=1e-6)
+    default, _ = _hf_run(*_hf_layer(24), x)  # the same weights (seeded), default RoPE
+    assert not torch.allclose(out, default, atol=1e-3)
 
 
 @pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
@@ -273,3 +293,20 @@ def test_mla_config_d_head_nope_is_its_own_field():
     layer = attnlib.model.make_attention(GPTConfig(**base, attention="mla", kv_rank=8))
     assert (layer.d_head_nope, layer.d_head_rope, layer.d_head_v) == (8, 4, 8)
     assert "d_head_nope=12" in repr(GPTConfig(**base, attention="mla", kv_rank=8, d_head_nope=12))
+
+
+def test_an_mla_config_takes_rope_scaling_to_every_layer():
+    """GPTConfig(attention="mla", rope_scaling=...) builds every layer with that scaling and its score scale;
+    the other chapter 18 options, which MLA does not use, are refused."""
+    from attnlib.latent import yarn_score_scale
+    from attnlib.rope_scaling import RopeScaling
+
+    yarn = RopeScaling("yarn", factor=40.0, original_max_position_embeddings=8, mscale=1.0, mscale_all_dim=1.0)
+    base = dict(vocab_size=31, context_length=16, d_model=32, n_layers=2, n_heads=4, positions="rope")
+    model = attnlib.GPT(GPTConfig(**base, attention="mla", kv_rank=8, rope_scaling=yarn))
+    for block in model.blocks:
+        assert block.attn.pos_enc.scaling is yarn
+        assert block.attn.scale == yarn_score_scale(8 + 4, yarn) != 1 / math.sqrt(8 + 4)
+    assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, 31)
+    with pytest.raises(AttnlibError, match="'mla' without chapter 18's"):
+        GPTConfig(**base, attention="mla", kv_rank=8, attn_scale=0.1)

@@ -85,6 +85,12 @@ Chapter                         Module          Functions
                                                 ``GatedMLP`` (SwiGLU, GeGLU);
                                 ``hf``,         ``from_hf`` for 17 families;
                                 ``hf_families`` ``FAMILIES`` (what each family's attention uses)
+19 Beyond softmax               ``recurrent``,  ``linear_attention`` (parallel and recurrent), ``linear_attention_step``,
+                                                ``elu_feature_map``, ``gated_delta_rule`` (recurrent and chunked),
+                                                ``GatedDeltaNet``, ``GatedDeltaNetState``;
+                                ``multihead``,  ``MultiHeadAttention(output_gate=True)`` (gated attention, ``gate``);
+                                ``sparse``      ``indexer_scores``, ``LightningIndexer``, ``topk_mask``,
+                                                ``sparse_attention`` (DeepSeek Sparse Attention)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``, ``attention_heatmap``,
                                                 ``heads_grid`` (``plot.matrices``); ``overview`` (``plot.diagram``);
                                                 ``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``
@@ -256,9 +262,18 @@ from .params import (
 )
 from .positions import RoPE, apply_rope, sinusoidal_positions
 from .pretrained import gguf_path, load_gguf
+from .recurrent import (
+    GatedDeltaNet,
+    GatedDeltaNetState,
+    elu_feature_map,
+    gated_delta_rule,
+    linear_attention,
+    linear_attention_step,
+)
 from .rope_scaling import RopeScaling, attention_factor, scaled_frequencies
 from .scores import qk_scores
 from .softmax import softmax
+from .sparse import LightningIndexer, indexer_scores, sparse_attention, topk_mask
 from .tiled import online_softmax, tile_plan, tiled_attention
 from .train import next_token_loss, reverse_batch, train
 
@@ -334,6 +349,16 @@ __all__ = [
     "attention_factor",
     "GatedMLP",
     "FAMILIES",
+    "linear_attention",
+    "linear_attention_step",
+    "elu_feature_map",
+    "gated_delta_rule",
+    "GatedDeltaNet",
+    "GatedDeltaNetState",
+    "indexer_scores",
+    "LightningIndexer",
+    "topk_mask",
+    "sparse_attention",
     "reverse_batch",
     "next_token_loss",
     "train",

@@ -135,6 +135,7 @@ def check_score_options(d_head, rope, rope_scaling, rotary_dim, scale, softcap, 
 def check_family_options(c) -> None:
     """Chapter 18's fields of a ``GPTConfig``: each None or neutral unless a family sets it."""
     ensure_choice("block", c.block, ("pre_norm", "sandwich", "post_norm", "parallel"))
+    ensure_bool("output_gate", c.output_gate)  # chapter 19
     check_score_options(c.head_dim, c.positions == "rope", c.rope_scaling, c.rotary_dim, c.attn_scale,
                         c.attn_softcap, c.qkv_bias, c.out_bias, CONFIG_NAMES)  # fmt: skip
     finite = lambda v: math.isfinite(v) and v > 0
@@ -147,7 +148,9 @@ def check_family_options(c) -> None:
         layers, indices = c.nope_layers, range(c.n_layers)
         if not isinstance(layers, tuple) or not all(type(i) is int and i in indices for i in layers):
             raise fail("nope_layers", f"a tuple of layer indices in 0 .. {c.n_layers - 1}", repr(layers))
-    chapter18 = (c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias)
+    chapter18 = (c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias) + (
+        c.output_gate or None,
+    )
     if c.attention == "mla" and chapter18 != (None,) * len(chapter18):  # rope_scaling it takes (DeepSeek's YaRN)
         raise fail("attention", "'mla' without chapter 18's partial rotary, NoPE layers, score scale, soft cap "
                    "and biases", f"{c!r}")  # fmt: skip

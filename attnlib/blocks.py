@@ -124,7 +124,7 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
         rope=rope is not None, rope_base=base, qk_norm=config.qk_norm, norm_eps=config.norm_eps,
         sliding_window=config.layer_window(layer), learned_sinks=config.learned_sinks,
         rope_scaling=scaling, rotary_dim=config.rotary_dim, scale=config.attn_scale, softcap=config.attn_softcap,
-        qkv_bias=config.qkv_bias, out_bias=config.out_bias,
+        qkv_bias=config.qkv_bias, out_bias=config.out_bias, output_gate=config.output_gate,
     )  # fmt: skip
 
 

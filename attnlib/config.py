@@ -107,6 +107,9 @@ class GPTConfig:
         logit_scale: the logits times this (Cohere; Granite: ``1 / logits_scaling``).
         logit_softcap: the logits soft-capped, ``c tanh(z / c)`` (Gemma 2: 30).
 
+    Chapter 19: ``output_gate`` multiplies each head's output by ``sigmoid(x W_G)`` before ``W_O``
+    (gated attention, Qwen3-Next).
+
     The chapter 14 and 18 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
 
@@ -155,6 +158,7 @@ class GPTConfig:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     logit_softcap: float | None = None
+    output_gate: bool = False
 
     def __repr__(self) -> str:
         always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")

@@ -132,6 +132,7 @@ def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
             and b.attn.head_mask is None
             and b.attn.scale is None
             and b.attn.softcap is None
+            and b.attn.w_g is None
             and type(b.ln1) is type(b.ln2) is nn.LayerNorm
             and b.ln1_out is None
             and not b.parallel

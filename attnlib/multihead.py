@@ -23,6 +23,7 @@ chapters add them::
     build_mask      causal, after a cache, cut to a window                        chapters 4, 15
     place_in_cache  StreamingLLM only: RoPE by the index in the cache             chapter 15
     attend          softmax(q k^T / sqrt(d_head) + M) v; learned sinks            chapters 5, 15
+    gate            the output gate: a head's output times sigmoid(x W_G)         chapter 19
     mask_heads      head ablation: a head's output times head_mask[h]             chapter 17
     w_o             the heads merged and projected out                            chapter 6
 
@@ -51,7 +52,7 @@ from ._layer_checks import (
     check_torch_mha,
     check_window_options,
 )
-from ._validate import ensure_kv_heads
+from ._validate import ensure_bool, ensure_kv_heads
 from .attention import masked_scores
 from .heads import flatten_batch, merge_heads, repeat_kv, split_heads
 from .kv_cache import KVCache
@@ -132,6 +133,8 @@ class MultiHeadAttention(nn.Module):
         sliding_window: each query attends to the last ``sliding_window`` keys, itself included
             (needs ``is_causal=True``); ``None`` (default): every earlier key.
         learned_sinks: one learned logit per head that joins each row's softmax (gpt-oss).
+        rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias: chapter 18's options, as ``GPTConfig``'s.
+        output_gate: chapter 19, a gate ``sigmoid(x W_G)`` on each head's output (``w_g``, Qwen3-Next).
 
     Chapter 17: ``head_mask``, None or a float tensor ``(n_heads,)`` set on the layer
     (``layer.head_mask = torch.tensor([1.0, 0.0, ...])``), multiplies each head's output before
@@ -175,6 +178,7 @@ class MultiHeadAttention(nn.Module):
         softcap: float | None = None,
         qkv_bias: bool | None = None,
         out_bias: bool | None = None,
+        output_gate: bool = False,
     ):
         super().__init__()
         d_head = check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_norm, norm_eps)
@@ -201,6 +205,8 @@ class MultiHeadAttention(nn.Module):
         self.k_norm = nn.RMSNorm(k_width, eps=norm_eps, elementwise_affine=gains) if self.qk_norm else None
         # chapter 18: the factor on the scores (None: 1 / sqrt(d_head)) and Gemma 2's soft cap on them
         self.scale, self.softcap = scale, softcap
+        # chapter 19, gated attention (Qwen3-Next): each head's output times sigmoid(x W_G), before W_O
+        self.w_g = Linear(d_model, d_q, bias=qkv_bias) if ensure_bool("output_gate", output_gate) else None
         self.attn_dropout = nn.Dropout(self.dropout)
         # chapter 15: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
         self.sliding_window = sliding_window
@@ -228,7 +234,8 @@ class MultiHeadAttention(nn.Module):
         The steps, in the order of the chapters, one method each: :meth:`project` (6),
         :meth:`normalize` (14), :meth:`place` (9, 14), :meth:`append` (12, 15), :meth:`build_mask`
         (4, 15), :meth:`place_in_cache` (15, StreamingLLM only), :meth:`attend` (5; sinks: 15),
-        :meth:`mask_heads` (17, head ablation only), and the heads merged and projected out by ``W_O`` (6).
+        :meth:`gate` (19, the output gate only), :meth:`mask_heads` (17, head ablation only), and the heads
+        merged and projected out by ``W_O`` (6).
 
         Args:
             x: queries' input, shape ``(..., T, d_model)``: any number of leading batch
@@ -272,6 +279,7 @@ class MultiHeadAttention(nn.Module):
         mask, is_causal = self.build_mask(flatten_batch(attn_mask, lead), is_causal, T, k_pos, kv_cache)
         q, k = self.place_in_cache(q, k, positions)  # StreamingLLM: RoPE by the index in the cache
         y, weights = self.attend(q, k, v, mask, is_causal, need_weights)  # (B, n_heads, T, d_head), (..., T_k)
+        y = self.gate(y, x)  # the output gate, if the layer has one
         y = self.mask_heads(y)  # head ablation, if a head_mask is set
         out = self.w_o(merge_heads(y))  # (B, n_heads, T, d_head) -> (B, T, n_heads * d_head) -> (B, T, d_model)
         if weights is not None:
@@ -393,6 +401,15 @@ class MultiHeadAttention(nn.Module):
         weights = softmax(scores) if self.sinks is None else softmax_with_sink(scores, self.sinks)  # sinks: < 1
         weights = self.attn_dropout(weights)
         return weights @ v, weights  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
+
+    def gate(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Chapter 19, gated attention (Qiu et al. 2025; Qwen3-Next): ``y_h * sigmoid(x W_G,h)``, each head's output
+        ``y`` ``(B, n_heads, T, d_head)`` times a gate in (0, 1) computed from the layer's input ``x`` ``(..., T,
+        d_model)``, before ``W_O``; without ``output_gate``, ``y`` as it is."""
+        if self.w_g is None:
+            return y
+        x = x.reshape(-1, x.shape[-2], self.d_model)  # (..., T, d_model) -> (B, T, d_model)
+        return y * torch.sigmoid(split_heads(self.w_g(x), self.n_heads))  # (B, n_heads, T, d_head)
 
     def mask_heads(self, y: torch.Tensor) -> torch.Tensor:
         """Chapter 17, head ablation: head ``h``'s output ``y[:, h]`` times ``head_mask[h]`` before ``W_O``;

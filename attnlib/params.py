@@ -177,6 +177,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
         attention = attention_params(d, False, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
         qkv_bias, out_bias = (b if x is None else x for x in (c.qkv_bias, c.out_bias))  # chapter 18: per projection
         attention += (d_q + 2 * d_kv if qkv_bias else 0) + (d if out_bias else 0)
+        attention += (d * d_q + (d_q if qkv_bias else 0)) if c.output_gate else 0  # chapter 19: W_G (and its bias)
     qk_norm = {"projection": d_q + d_kv, "unweighted": 0}.get(c.qk_norm, 2 * c.head_dim) if c.qk_norm else 0
     sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain

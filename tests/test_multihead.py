@@ -298,7 +298,8 @@ def test_forward_reads_as_its_steps_on_one_screen():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "self"
     ]  # fmt: skip
-    steps = ["project", "normalize", "place", "append", "build_mask", "place_in_cache", "attend", "mask_heads", "w_o"]
+    steps = ["project", "normalize", "place", "append", "build_mask", "place_in_cache", "attend", "gate", "mask_heads",
+             "w_o"]  # fmt: skip
     assert [c for c in called if c in steps] == steps
 
 

@@ -31,6 +31,7 @@ HF_FAMILIES = {
     "gpt_oss": "GptOssForCausalLM",
     "granite": "GraniteForCausalLM",
     "cohere2": "Cohere2ForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM",  # chapter 19: Gated DeltaNet layers among gated attention ones
     "deepseek_v3": "DeepseekV3Attention",  # one attention layer: MultiHeadLatentAttention (chapter 16)
 }
 
@@ -107,14 +108,15 @@ def hf_layer_types(c, family: str) -> tuple[str, ...] | None:
     """Each layer's attention, ``"full"`` or ``"sliding"``, from ``layer_types`` where the config has it
     (Gemma, Qwen2/3, OLMo 3, gpt-oss, Cohere 2), else every layer sliding where a window is set (Mistral,
     Mixtral, Phi-3, Qwen3-MoE); None: every layer full."""
-    names = {"full_attention": "full", "sliding_attention": "sliding"}
+    names = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
     types = getattr(c, "layer_types", None)
     if types is not None:
         unknown = sorted(set(types) - set(names))
         if unknown:
-            raise fail("model", "layer types 'full_attention' or 'sliding_attention' (what attnlib builds)", unknown)
-        types = tuple(names[t] for t in types)
-        return types if "sliding" in types and getattr(c, "sliding_window", None) else None
+            raise fail("model", f"layer types among {', '.join(names)} (what attnlib builds)", unknown)
+        windowed = getattr(c, "sliding_window", None) is not None
+        types = tuple("full" if names[t] == "sliding" and not windowed else names[t] for t in types)
+        return None if set(types) == {"full"} else types
     if family in ("mistral", "mixtral", "phi3", "qwen3_moe") and getattr(c, "sliding_window", None):
         return ("sliding",) * c.num_hidden_layers
     return None

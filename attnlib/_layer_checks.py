@@ -375,8 +375,13 @@ def check_gpt_config(c) -> None:
         )
     if c.layer_types is not None:
         types = c.layer_types
-        if not isinstance(types, tuple) or len(types) != c.n_layers or not set(types) <= {"full", "sliding"}:
-            raise fail("layer_types", f'a tuple of {c.n_layers} "full" or "sliding", one per layer', repr(types))
+        if not isinstance(types, tuple) or len(types) != c.n_layers or not set(types) <= {"full", "sliding", "linear"}:
+            raise fail(
+                "layer_types", f'a tuple of {c.n_layers} "full", "sliding" or "linear", one per layer', repr(types)
+            )
+        if "linear" in types and (c.delta_heads is None or c.delta_d_k is None or c.delta_d_v is None):
+            raise fail("delta_heads", 'delta_heads, delta_d_k and delta_d_v for the "linear" layers (Gated DeltaNet)',
+                       f"{c!r}")  # fmt: skip
         if "sliding" in types and c.sliding_window is None:
             raise fail("sliding_window", 'a window (an int) for the "sliding" layers of layer_types', "None")
 
@@ -391,10 +396,10 @@ def check_generate(model, ids, max_new_tokens, use_cache, cache_window=None, cac
     check_kv_options(None, cache_window, cache_sinks)
     T0, C = ids.shape[1], model.config.context_length
     if cache_window is not None:
-        if model.config.attention == "mla":
+        if model.config.attention == "mla" or "linear" in (model.config.layer_types or ()):
             raise fail(
                 "cache_window",
-                "None for an MLA model (its LatentCache keeps every token)",
+                "None for an MLA model or one with Gated DeltaNet layers (their caches keep every token's trace)",
                 f"cache_window={cache_window}",
             )
         if not use_cache or model.config.positions == "learned":

@@ -19,10 +19,11 @@ from torch import nn
 
 from ._validate import fail
 from .config import GPTConfig
-from .kv_cache import KVCache
+from .kv_cache import KVCache, StateCache
 from .latent import MultiHeadLatentAttention
 from .linear import Linear
 from .multihead import MultiHeadAttention
+from .recurrent import GatedDeltaNet
 
 __all__ = ["SwiGLU", "GatedMLP", "TransformerBlock", "make_norm", "make_attention", "make_mlp"]
 
@@ -111,6 +112,9 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer of block ``layer``: multi-head attention with the config's options
     (chapters 6-15, 18: this layer's RoPE, :meth:`GPTConfig.layer_rope`), or multi-head latent
     attention (``attention="mla"``, chapter 16)."""
+    if config.is_recurrent(layer):  # chapter 19: a Gated DeltaNet layer (Qwen3-Next's "linear_attention")
+        return GatedDeltaNet(config.d_model, config.delta_heads, config.delta_d_k, config.delta_d_v,
+                             config.delta_k_heads, config.delta_conv, config.norm_eps)  # fmt: skip
     if config.attention == "mla":
         return MultiHeadLatentAttention(
             config.d_model, config.n_heads, kv_rank=config.kv_rank, q_rank=config.q_rank,
@@ -156,6 +160,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         kind = config.block
         self.parallel, self.scale = kind == "parallel", config.residual_scale
+        self.recurrent = config.is_recurrent(layer)  # chapter 19: a Gated DeltaNet in place of attention
         outputs = kind in ("sandwich", "post_norm")  # norms on the sublayers' outputs (None: none)
         self.ln1 = nn.Identity() if kind == "post_norm" else make_norm(config)  # the attention's input
         self.attn = make_attention(config, layer)
@@ -181,13 +186,23 @@ class TransformerBlock(nn.Module):
         ``positions`` (RoPE only): the tokens' positions, as ``MultiHeadAttention`` takes them.
         """
         h = self.ln1(x)  # (B, T, d_model)
-        a, weights = self.attn(h, is_causal=True, need_weights=need_weights, kv_cache=kv_cache, positions=positions)
+        if self.recurrent:  # chapter 19: a Gated DeltaNet carries a state, not keys and values; it has no weights
+            a, weights = self.recur(h, kv_cache), None
+        else:
+            a, weights = self.attn(h, is_causal=True, need_weights=need_weights, kv_cache=kv_cache, positions=positions)
         if self.parallel:  # Cohere: the MLP reads the same normalised input, both added at once
             x = x + self.residual(a, None) + self.residual(self.mlp(h), None)
         else:
             x = x + self.residual(a, self.ln1_out)
             x = x + self.residual(self.mlp(self.ln2(x)), self.ln2_out)
         return (x, weights) if need_weights else x
+
+    def recur(self, h: torch.Tensor, cache: StateCache | None) -> torch.Tensor:
+        """Chapter 19: the Gated DeltaNet layer over ``h`` ``(B, T, d_model)``, from the cache's state and into it."""
+        y, state = self.attn(h, None if cache is None else cache.state)  # (B, T, d_model), the state after h
+        if cache is not None:
+            cache.update(state, h.shape[1])
+        return y
 
     def residual(self, y: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
         """A sublayer's output ``y`` as it joins the residual stream: through its output norm (``"sandwich"``,

@@ -108,7 +108,10 @@ class GPTConfig:
         logit_softcap: the logits soft-capped, ``c tanh(z / c)`` (Gemma 2: 30).
 
     Chapter 19: ``output_gate`` multiplies each head's output by ``sigmoid(x W_G)`` before ``W_O``
-    (gated attention, Qwen3-Next).
+    (gated attention, Qwen3-Next). A ``"linear"`` entry of ``layer_types`` makes that layer a
+    :class:`~attnlib.recurrent.GatedDeltaNet` (Qwen3-Next: three per attention layer), with
+    ``delta_heads`` value heads of ``delta_d_v``, ``delta_k_heads`` query/key heads of ``delta_d_k``
+    (None: ``delta_heads``) and a causal convolution ``delta_conv`` wide; it keeps a state, not keys.
 
     The chapter 14 and 18 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
@@ -159,6 +162,11 @@ class GPTConfig:
     logit_scale: float = 1.0
     logit_softcap: float | None = None
     output_gate: bool = False
+    delta_heads: int | None = None
+    delta_k_heads: int | None = None
+    delta_d_k: int | None = None
+    delta_d_v: int | None = None
+    delta_conv: int = 4
 
     def __repr__(self) -> str:
         always = ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "bias", "tie_embeddings")
@@ -210,6 +218,10 @@ class GPTConfig:
             return self.sliding_window
         return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
+    def is_recurrent(self, layer: int) -> bool:
+        """Chapter 19: whether layer ``layer`` is a Gated DeltaNet (``layer_types[layer] == "linear"``)."""
+        return self.layer_types is not None and self.layer_types[layer] == "linear"
+
     def layer_rope(self, layer: int) -> tuple[float, RopeScaling | None] | None:
         """Chapter 18: layer ``layer``'s RoPE, ``(base, scaling)``, or None for a layer without positions
         (``positions`` not ``"rope"``, or one of ``nope_layers``).
@@ -220,7 +232,7 @@ class GPTConfig:
             >>> [c.layer_rope(i) for i in range(3)]
             [(10000.0, None), (1000000.0, None), None]
         """
-        if self.positions != "rope" or layer in (self.nope_layers or ()):
+        if self.positions != "rope" or layer in (self.nope_layers or ()) or self.is_recurrent(layer):
             return None
         if self.rope_base_sliding is not None and self.layer_window(layer) is not None:
             return float(self.rope_base_sliding), None  # a sliding layer's own base, unscaled (Gemma 3, OLMo 3)

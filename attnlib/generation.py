@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._layer_checks import check_generate
-from .kv_cache import KVCache
+from .kv_cache import KVCache, StateCache
 from .latent import LatentCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 
@@ -98,7 +98,8 @@ def new_caches(
     if model.config.attention == "mla":  # chapter 16: an MLA block caches its latents and rotated keys
         return [LatentCache(max_tokens=T_end) for _ in model.blocks]
     windows = [model.config.layer_window(i) for i in range(len(model.blocks))]
-    return [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]
+    caches = [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]
+    return [StateCache() if model.config.is_recurrent(i) else c for i, c in enumerate(caches)]  # chapter 19
 
 
 def frequencies_switch(model: nn.Module, T_cached: int, T: int) -> bool:

@@ -40,6 +40,7 @@ from .config import GPTConfig
 from .hf_families import FAMILIES, Family, gpt_config
 from .latent import MultiHeadLatentAttention
 from .model import GPT
+from .recurrent import GatedDeltaNet
 from .rope_scaling import RopeScaling
 
 __all__ = ["from_hf", "rotate_half_to_interleaved"]
@@ -83,7 +84,8 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
     Supported (chapters 14 and 18): ``GPT2LMHeadModel`` and the decoder families of
     :data:`attnlib.hf_families.FAMILIES`: Llama (every RoPE type: Llama 3.1's ``"llama3"``, YaRN, ...),
     Mistral, Mixtral, Qwen2/2.5, Qwen3 (YaRN too), Qwen3-MoE, Gemma 2, Gemma 3 (text), SmolLM3, OLMo 2,
-    OLMo 3, Phi-3, GLM and GLM-4, gpt-oss, Granite and Cohere 2, each with its windows, sinks, biases,
+    OLMo 3, Phi-3, GLM and GLM-4, gpt-oss, Granite, Cohere 2 and (chapter 19) Qwen3-Next, whose Gated DeltaNet
+    layers become :class:`~attnlib.recurrent.GatedDeltaNet`, each with its windows, sinks, biases,
     score scale, soft caps and norms as its config sets them; an option attnlib does not build raises an
     error that names it. A mixture-of-experts MLP (Mixtral, Qwen3-MoE, gpt-oss) is not attention, the
     course's subject: the model keeps a copy of transformers' own module in each block
@@ -122,6 +124,10 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
     gpt = gpt.to_empty(device=weight.device).to(weight.dtype)  # memory, not yet the weights
     if config.tie_embeddings:
         gpt.lm_head.weight = gpt.tok_emb.weight  # to_empty gave each its own tensor: one again
+    for i, layer in enumerate(model.model.layers if config.layer_types and "linear" in config.layer_types else ()):
+        if config.is_recurrent(i):  # chapter 19: a Gated DeltaNet, its projections unpacked
+            delta = GatedDeltaNet.from_hf(layer.linear_attn).state_dict()
+            state |= {f"blocks.{i}.attn.{name}": t for name, t in delta.items()}
     gpt.load_state_dict(state)
     if config.mlp == "external":  # a mixture of experts: a copy of transformers' own module in each block
         for block, layer in zip(gpt.blocks, model.model.layers):
@@ -176,9 +182,18 @@ def _decoder_state(hf: dict, config: GPTConfig, f: Family) -> dict:
                 [config.n_heads * d_head, n_kv * d_head, n_kv * d_head]
             )
             layer |= {"self_attn.q_proj.weight": q, "self_attn.k_proj.weight": k, "self_attn.v_proj.weight": v}
+        if config.output_gate and "self_attn.q_proj.weight" in layer:  # Qwen3-Next: each head's [query | gate] rows
+            for p in ("weight", "bias"):
+                if f"self_attn.q_proj.{p}" in layer:
+                    q_g = layer.pop(f"self_attn.q_proj.{p}").unflatten(
+                        0, (config.n_heads, 2, d_head)
+                    )  # (H, 2, d_head, ...)
+                    layer[f"self_attn.q_proj.{p}"], layer[f"self_attn.g_proj.{p}"] = (
+                        q_g[:, j].flatten(0, 1) for j in (0, 1)
+                    )
         if "mlp.gate_up_proj.weight" in layer:  # Phi-3, GLM: gate | up stacked in one matrix
             layer["mlp.gate_proj.weight"], layer["mlp.up_proj.weight"] = layer.pop("mlp.gate_up_proj.weight").chunk(2)
-        for x in "qkvo":  # the projections, with their biases where the model has them
+        for x in "qkvog":  # the projections, with their biases where the model has them (g: the output gate)
             for p in ("weight", "bias"):
                 if f"self_attn.{x}_proj.{p}" in layer:
                     state[b + f"attn.w_{x}.{p}"] = layer[f"self_attn.{x}_proj.{p}"]

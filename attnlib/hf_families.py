@@ -72,6 +72,7 @@ FAMILIES = {
     "gpt_oss": Family("GptOssForCausalLM", mlp="external"),
     "granite": Family("GraniteForCausalLM"),
     "cohere2": Family("Cohere2ForCausalLM", pairs="interleaved", block="parallel", norms={"ln1": "input_layernorm"}),
+    "qwen3_next": Family("Qwen3NextForCausalLM", mlp="external", qk_norm=True, gemma_norms=True),  # chapter 19
 }
 
 
@@ -103,7 +104,7 @@ def gpt_config(c, family: str) -> GPTConfig:
         norm="layernorm" if family == "cohere2" else "rmsnorm",
         norm_eps=getattr(c, "rms_norm_eps", None) or c.layer_norm_eps, mlp=_mlp(c, f),
         d_head=None if d_head * n_heads == c.hidden_size else d_head, qk_norm=f.qk_norm,
-        sliding_window=c.sliding_window if types and "sliding" in types else None,
+        sliding_window=c.sliding_window if types and "sliding" in types else None, output_gate=family == "qwen3_next",
         layer_types=types if types and len(set(types)) > 1 else None,
         learned_sinks=family == "gpt_oss",
         rope_scaling=scaling,
@@ -113,7 +114,21 @@ def gpt_config(c, family: str) -> GPTConfig:
         qkv_bias=None if qkv_bias == bias else qkv_bias, out_bias=None if out_bias == bias else out_bias,
         block=f.block, embed_scale=_embed_scale(c, family), residual_scale=getattr(c, "residual_multiplier", 1.0),
         logit_scale=_logit_scale(c, family), logit_softcap=getattr(c, "final_logit_softcapping", None),
+        **_delta_sizes(c, types),
     )  # fmt: skip
+
+
+def _delta_sizes(c, types) -> dict:
+    """Chapter 19: the sizes of Qwen3-Next's Gated DeltaNet layers, where ``layer_types`` has some."""
+    if not types or "linear" not in types:
+        return {}
+    return dict(
+        delta_heads=c.linear_num_value_heads,
+        delta_k_heads=c.linear_num_key_heads,
+        delta_d_k=c.linear_key_head_dim,
+        delta_d_v=c.linear_value_head_dim,
+        delta_conv=c.linear_conv_kernel_dim,
+    )
 
 
 def _mlp(c, f: Family) -> str:

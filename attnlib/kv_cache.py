@@ -15,7 +15,7 @@ import torch
 
 from ._checks import check_kv_append, check_kv_new, check_kv_options, check_kv_room
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "StateCache"]
 
 
 class KVCache:
@@ -159,3 +159,38 @@ class KVCache:
         # indexing copies the kept rows: the evicted ones' memory is freed, nbytes counts what is held
         self.k, self.v, self._positions = k[:, :, keep], v[:, :, keep], positions[keep]
         return k, v
+
+
+class StateCache:
+    """Chapter 19: what a recurrent layer (:class:`~attnlib.recurrent.GatedDeltaNet`) keeps between steps: its
+    state, of one size however many tokens it has read, where a :class:`KVCache` grows by a key and a value
+    per token. ``update(state, T_new)`` stores the layer's new state after ``T_new`` more tokens.
+
+    Example:
+        >>> cache = StateCache()
+        >>> _ = cache.update((torch.zeros(2, 3), torch.zeros(2, 4, 4)), T_new=5)
+        >>> cache.seen, cache.nbytes                     # (6 + 32) float32 numbers, after 5 tokens or 5,000
+        (5, 152)
+    """
+
+    window, sinks = None, 0  # never rolling: the state already summarises every token
+
+    def __init__(self):
+        self.state = None  # the layer's state (a tuple of tensors), None before the first token
+        self.seen = 0  # tokens read so far
+
+    def __len__(self) -> int:
+        return self.seen
+
+    def __repr__(self) -> str:
+        return f"StateCache(seen={self.seen}, nbytes={self.nbytes})"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the state: the same after any number of tokens."""
+        return 0 if self.state is None else sum(t.nbytes for t in self.state)
+
+    def update(self, state, T_new: int):
+        """Keep the layer's ``state`` after ``T_new`` more tokens; return it."""
+        self.state, self.seen = state, self.seen + T_new
+        return state

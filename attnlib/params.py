@@ -182,17 +182,28 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
     per_block = {"pre_norm": 2, "sandwich": 4, "post_norm": 2, "parallel": 1}[c.block]  # chapter 18: where they sit
+    n_delta = sum(c.is_recurrent(i) for i in range(L))  # chapter 19: Gated DeltaNet layers, their own parameters
+    delta = delta_net_params(c) if n_delta else 0
     if c.mlp == "external":
         raise fail("config", "a config whose MLP it describes (count a model with count_params)",
                    "mlp='external', a module from the checkpoint")  # fmt: skip
     return {
         "token embeddings": c.vocab_size * d,
         "position embeddings": c.context_length * d if c.positions == "learned" else 0,
-        "attention": L * (attention + qk_norm + sinks),
+        "attention": (L - n_delta) * (attention + qk_norm + sinks) + n_delta * delta,  # chapter 19: DeltaNet layers
         "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp in ("swiglu", "geglu")),
         norms[0]: (per_block * L + 1) * norms[1],  # per block + the final one
         "output head (untied)": 0 if c.tie_embeddings else c.vocab_size * d,
     }
+
+
+def delta_net_params(c: GPTConfig) -> int:
+    """Parameters of one Gated DeltaNet layer (chapter 19): ``W_q``, ``W_k`` ``d x H_k d_k``; ``W_v``, ``W_z``
+    ``d x H d_v``; ``W_b``, ``W_a`` ``d x H``; the convolution ``(2 H_k d_k + H d_v) x conv``; ``A_log`` and
+    ``dt_bias`` ``(H,)`` each; the output norm's gains ``(d_v,)``; ``W_out`` ``H d_v x d``."""
+    d, H, K = c.d_model, c.delta_heads, c.delta_conv
+    d_k, d_v = (c.delta_k_heads or H) * c.delta_d_k, H * c.delta_d_v
+    return 2 * d * d_k + 2 * d * d_v + 2 * d * H + (2 * d_k + d_v) * K + 2 * H + c.delta_d_v + d_v * d
 
 
 def gpt_params(config: GPTConfig) -> int:

@@ -88,6 +88,9 @@ Chapter                         Module          Functions
 19 Beyond softmax               ``recurrent``,  ``linear_attention`` (parallel and recurrent), ``linear_attention_step``,
                                                 ``elu_feature_map``, ``gated_delta_rule`` (recurrent and chunked),
                                                 ``GatedDeltaNet``, ``GatedDeltaNetState``;
+                                ``kv_cache``,   ``StateCache`` (a Gated DeltaNet layer's cache: one state);
+                                ``config``,     ``GPTConfig(layer_types=(..., "linear", ...), delta_heads=..., ...)``
+                                                (hybrids: Qwen3-Next), ``from_hf(Qwen3NextForCausalLM)``;
                                 ``multihead``,  ``MultiHeadAttention(output_gate=True)`` (gated attention, ``gate``);
                                 ``sparse``      ``indexer_scores``, ``LightningIndexer``, ``topk_mask``,
                                                 ``sparse_attention`` (DeepSeek Sparse Attention)
@@ -232,7 +235,7 @@ from .flex import (
 )
 from .hf import from_hf
 from .hf_families import FAMILIES
-from .kv_cache import KVCache
+from .kv_cache import KVCache, StateCache
 from .latent import LatentCache, MultiHeadLatentAttention
 from .linear import Linear
 from .masks import causal_mask, float_mask, padding_mask, sliding_window_mask
@@ -355,6 +358,7 @@ __all__ = [
     "gated_delta_rule",
     "GatedDeltaNet",
     "GatedDeltaNetState",
+    "StateCache",
     "indexer_scores",
     "LightningIndexer",
     "topk_mask",

@@ -25,6 +25,7 @@ import http.server
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -474,9 +475,15 @@ def _no_english_theme_words(browser, site):
             found[page] = english
     assert not found, f"English theme words on Chinese pages: {found}"
     _open(browser, f"{site}/notebooks/{CHAPTERS[0]}.html")
-    seen = browser.execute_script(_SEEN_TEXT)
-    for word in ("Search this book", "Toggle primary sidebar", "Link to this heading", "© Copyright"):
-        assert any(word in text for text in seen), f"the English page lost {word!r}"
+    words, deadline = ("Search this book", "Toggle primary sidebar", "Link to this heading", "© Copyright"), 0
+    while deadline < 20:  # the theme's scripts may still be filling the page on a loaded machine: up to 10 s
+        seen = browser.execute_script(_SEEN_TEXT)
+        lost = [word for word in words if not any(word in text for text in seen)]
+        if not lost:
+            break
+        time.sleep(0.5)
+        deadline += 1
+    assert not lost, f"the English page lost {lost}"
 
 
 def _theme_english(browser) -> list[str]:

@@ -86,7 +86,8 @@ def transformers4() -> dict:
 @pytest.mark.slow
 def test_part3_runs_under_colabs_transformers_4(transformers4):
     """Chapters 14-16 give their committed outputs, and attnlib equals transformers' models, under
-    transformers 4.57 too: no test failed or was skipped for want of something."""
+    transformers 4.57 too: no test failed or was skipped for want of something (but a GPU, or a model
+    that 4.x does not have)."""
     version = transformers4["version"]
     pinned = next(pin for pin in colab_pins() if pin.startswith("transformers=="))
     assert version.returncode == 0 and version.stdout.split()[0] == pinned.split("==")[1], (
@@ -99,7 +100,8 @@ def test_part3_runs_under_colabs_transformers_4(transformers4):
               or c.find("error") is not None]  # fmt: skip
     assert run.returncode == 0 and not failed, f"{failed}\n{run.stdout[-6000:]}"
     skipped = [(c.get("name"), c.find("skipped").get("message", "")) for c in cases if c.find("skipped") is not None]
-    assert all("CUDA" in why for _, why in skipped), skipped  # only the tests that need a GPU
+    # only the tests that need a GPU, and those of a model that 4.x does not have (DeepSeek-V3.2: transformers 5)
+    assert all("CUDA" in why or re.search(r"transformers 4\.\d+\.\d+ has no \w+", why) for _, why in skipped), skipped
     chapters = {c.get("classname") for c in cases if c.get("classname", "").endswith(".ipynb")}
     assert chapters == {path.replace("/", ".") for path in part3() if path.endswith(".ipynb")}, chapters
     assert sum(c.get("classname", "").endswith(".ipynb") for c in cases) > 60  # every code cell of those chapters

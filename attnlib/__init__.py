@@ -93,7 +93,9 @@ Chapter                         Module          Functions
                                                 (hybrids: Qwen3-Next), ``from_hf(Qwen3NextForCausalLM)``;
                                 ``multihead``,  ``MultiHeadAttention(output_gate=True)`` (gated attention, ``gate``);
                                 ``sparse``      ``indexer_scores``, ``LightningIndexer``, ``topk_mask``,
-                                                ``sparse_attention`` (DeepSeek Sparse Attention)
+                                                ``sparse_attention`` (DeepSeek Sparse Attention);
+                                ``latent``      ``MultiHeadLatentAttention.indexer``, ``index_topk``
+                                                (``from_hf(DeepseekV32Attention)``)
 every chapter's figures         ``plot``        ``show_matrix``, ``show_matrices``, ``attention_heatmap``,
                                                 ``heads_grid`` (``plot.matrices``); ``overview`` (``plot.diagram``);
                                                 ``loss_curve``, ``scaling``, ``decoding_steps``, ``score_growth``

@@ -33,6 +33,7 @@ HF_FAMILIES = {
     "cohere2": "Cohere2ForCausalLM",
     "qwen3_next": "Qwen3NextForCausalLM",  # chapter 19: Gated DeltaNet layers among gated attention ones
     "deepseek_v3": "DeepseekV3Attention",  # one attention layer: MultiHeadLatentAttention (chapter 16)
+    "deepseek_v32": "DeepseekV32Attention",  # the same with its lightning indexer (chapter 19)
 }
 
 

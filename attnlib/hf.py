@@ -42,6 +42,7 @@ from .latent import MultiHeadLatentAttention
 from .model import GPT
 from .recurrent import GatedDeltaNet
 from .rope_scaling import RopeScaling
+from .sparse import LightningIndexer
 
 __all__ = ["from_hf", "rotate_half_to_interleaved"]
 
@@ -90,7 +91,8 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
     error that names it. A mixture-of-experts MLP (Mixtral, Qwen3-MoE, gpt-oss) is not attention, the
     course's subject: the model keeps a copy of transformers' own module in each block
     (``GPTConfig(mlp="external")``). Chapter 16: a ``DeepseekV3Attention`` layer gives the equal
-    :class:`~attnlib.latent.MultiHeadLatentAttention`. The new model is on ``model``'s device, in its
+    :class:`~attnlib.latent.MultiHeadLatentAttention`; chapter 19: a ``DeepseekV32Attention`` the same with its
+    :class:`~attnlib.sparse.LightningIndexer` and ``index_topk``. The new model is on ``model``'s device, in its
     dtype and training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
 
     Args:
@@ -109,7 +111,7 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
         True
     """
     family = check_hf_model(model)  # "gpt2", a key of FAMILIES, or "deepseek_v3"
-    if family == "deepseek_v3":
+    if family in ("deepseek_v3", "deepseek_v32"):
         return _mla_from_hf(model)
     if family == "gpt2":
         check_hf_config(model.config, "gpt2")  # GELU (tanh), scores scaled by 1/sqrt(d_head) only
@@ -266,4 +268,6 @@ def _mla_from_hf(layer) -> MultiHeadLatentAttention:
         state |= {"w_dq.weight": hf["q_a_proj.weight"], "q_latent_norm.weight": hf["q_a_layernorm.weight"],
                   "w_uq.weight": hf["q_b_proj.weight"]}  # fmt: skip
     mla.load_state_dict(state)
+    if hasattr(layer, "indexer"):  # chapter 19, DeepSeek-V3.2: its lightning indexer picks each query's top-k keys
+        mla.indexer, mla.index_topk = LightningIndexer.from_hf(layer.indexer), c.index_topk
     return mla.train(layer.training)

@@ -43,6 +43,7 @@ from .masks import causal_mask
 from .multihead import merge_heads, split_heads
 from .positions import RoPE
 from .rope_scaling import RopeScaling
+from .sparse import topk_mask
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention"]
 
@@ -95,6 +96,7 @@ class LatentCache:
         self.max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
         self.c: torch.Tensor | None = None  # (B, 1, T_cached, kv_rank): the latents
         self.k_rope: torch.Tensor | None = None  # (B, 1, T_cached, d_head_rope): the rotated keys
+        self.index_keys: torch.Tensor | None = None  # chapter 19: DeepSeek-V3.2's indexer keys (B, T_cached, d_I)
         self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, 1, max_tokens, width) each
 
     def __len__(self) -> int:
@@ -199,6 +201,10 @@ class MultiHeadLatentAttention(nn.Module):
             (DeepSeek-V3: YaRN, factor 40); with YaRN's ``mscale_all_dim`` the scores' scale is also
             multiplied by ``mscale(s, mscale_all_dim)^2`` (:func:`yarn_score_scale`).
 
+    Chapter 19, DeepSeek-V3.2: set ``indexer`` (a :class:`~attnlib.sparse.LightningIndexer`) and ``index_topk``
+    (``from_hf(DeepseekV32Attention)`` does) and each query attends to its ``index_topk`` best keys by the
+    indexer's scores (:meth:`select`); its cache then keeps the indexer's keys too (``LatentCache.index_keys``).
+
     Example:
         >>> _ = torch.manual_seed(0)
         >>> mla = MultiHeadLatentAttention(d_model=32, n_heads=4, kv_rank=8, d_head_rope=4)
@@ -235,6 +241,8 @@ class MultiHeadLatentAttention(nn.Module):
         self.pos_enc = RoPE(self.d_head_rope, self.rope_base, scaling=rope_scaling)  # the rotated part's positions
         d_qk = self.d_head_nope + self.d_head_rope  # a head's query and key width
         self.scale = yarn_score_scale(d_qk, rope_scaling)  # 1 / sqrt(d_qk), DeepSeek's YaRN: times mscale^2
+        # chapter 19, DeepSeek-V3.2: a LightningIndexer and how many keys each query keeps (None: every key)
+        self.indexer, self.index_topk = None, None
         if q_rank is None:
             self.w_q = Linear(d_model, n_heads * d_qk, bias=False)  # (d_model) -> (n_heads * d_qk)
         else:  # compressed queries: down to q_rank, an RMSNorm, up to the heads
@@ -276,7 +284,8 @@ class MultiHeadLatentAttention(nn.Module):
         T_cached = 0 if kv_cache is None else len(kv_cache)
         pos = torch.arange(T_cached, T_cached + T, device=x.device) if positions is None else positions
 
-        q = self.w_q(x) if self.q_rank is None else self.w_uq(self.q_latent_norm(self.w_dq(x)))  # (B, T, H * d_qk)
+        q_latent = None if self.q_rank is None else self.q_latent_norm(self.w_dq(x))  # (B, T, q_rank)
+        q = self.w_q(x) if self.q_rank is None else self.w_uq(q_latent)  # (B, T, H * d_qk)
         q = split_heads(q, self.n_heads)  # (B, T, H * d_qk) -> (B, H, T, d_qk)
         q_nope, q_rope = q.split([self.d_head_nope, self.d_head_rope], dim=-1)
         q_rope = self.pos_enc(q_rope, pos)  # (B, H, T, d_head_rope)
@@ -290,6 +299,8 @@ class MultiHeadLatentAttention(nn.Module):
             mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
         elif is_causal:
             mask = causal_mask(T, T_k, device=x.device)
+        if self.indexer is not None and is_causal:  # chapter 19, DeepSeek Sparse Attention: each query's top-k keys
+            mask = self.select(x, q_latent, pos, kv_cache)  # (B, 1, T, T_k), within the causal mask
         scale = self.scale
 
         if self.absorb:  # form 2, absorbed: scores against the latent, q_nope,h W_UK,h^T . c, no key expanded
@@ -315,3 +326,13 @@ class MultiHeadLatentAttention(nn.Module):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)  # (B, H, T, d_head_v)
         out = self.w_o(merge_heads(y))  # (B, H, T, d_head_v) -> (B, T, H * d_head_v) -> (B, T, d_model)
         return out, (weights if need_weights else None)
+
+    def select(self, x, q_latent, pos, kv_cache) -> torch.Tensor:
+        """Chapter 19, DeepSeek-V3.2: the lightning indexer scores every key so far, and each query keeps its
+        ``index_topk`` best allowed ones (:func:`~attnlib.sparse.topk_mask`): a mask ``(B, 1, T, T_k)``, one for
+        every head. With a cache, the indexer's keys are kept beside the latents."""
+        past = None if kv_cache is None else kv_cache.index_keys
+        scores, keys = self.indexer(x, q_latent, pos, past)  # (B, T, T_k), (B, T_k, d_I)
+        if kv_cache is not None:
+            kv_cache.index_keys = keys
+        return topk_mask(scores, self.index_topk)[:, None]  # (B, T, T_k) -> (B, 1, T, T_k)

@@ -129,10 +129,11 @@ def _sparse_mla(mla, indexer, x, top_k):
 @needs_v32
 @torch.no_grad()
 def test_sparse_mla_equals_transformers_attention_layer():
-    from attnlib.hf import _mla_from_hf  # the chapter 16 converter: the MLA weights (the indexer's are ignored)
+    from attnlib.hf import _mla_from_hf  # the MLA weights; its own indexer removed: the helper selects below
 
     layer, config = _hf_layer(seed=2)
     mla, indexer = _mla_from_hf(layer), LightningIndexer.from_hf(layer.indexer)
+    mla.indexer = None  # chapter 16's layer alone, every causal key (from_hf's selection: the next test)
     x = torch.randn(2, T, D)
     positions, cos_sin, _ = _hf_inputs(layer, config, x)
     blocked = torch.zeros(T, T).masked_fill(~causal_mask(T), torch.finfo(x.dtype).min)  # eager: an additive mask
@@ -210,3 +211,31 @@ def test_bad_inputs_raise():
         indexer_scores(torch.randn(1, 3, 4, 6), torch.randn(1, 5, 6), torch.randn(1, 3, 5))
     with pytest.raises(AttnlibError, match="DeepseekV32Indexer"):
         LightningIndexer.from_hf(torch.nn.Linear(2, 2))
+
+
+@needs_v32
+@torch.no_grad()
+def test_from_hf_loads_deepseek_v32_attention_with_its_indexer():
+    """from_hf(DeepseekV32Attention): MultiHeadLatentAttention with its LightningIndexer and index_topk, equal to
+    transformers' layer (both of attnlib's forms), and the same through a LatentCache, which keeps the indexer's
+    keys beside the latents."""
+    from attnlib import LatentCache, from_hf
+
+    layer, config = _hf_layer(seed=2)
+    mla = from_hf(layer)
+    assert isinstance(mla.indexer, LightningIndexer) and mla.index_topk == TOP_K
+    x = torch.randn(2, T, D)
+    positions, cos_sin, _ = _hf_inputs(layer, config, x)
+    blocked = torch.zeros(T, T).masked_fill(~causal_mask(T), torch.finfo(x.dtype).min)  # eager: an additive mask
+    expected, _ = layer(x, cos_sin, blocked.expand(2, 1, T, T), position_ids=positions)
+    for absorb in (False, True):
+        mla.absorb = absorb
+        torch.testing.assert_close(mla(x, is_causal=True)[0], expected, **TOL)
+    mla.absorb = False
+    torch.testing.assert_close(mla(x, is_causal=True, need_weights=False)[0], expected, **TOL)
+    cache, start, parts = LatentCache(), 0, []
+    for n in (6, 1, 4):  # the prompt, one token, then four
+        parts.append(mla(x[:, start : start + n], is_causal=True, kv_cache=cache)[0])
+        start += n
+    torch.testing.assert_close(torch.cat(parts, dim=1), expected, **TOL)
+    assert tuple(cache.index_keys.shape) == (2, T, D_I)

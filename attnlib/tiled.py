@@ -134,7 +134,8 @@ def tiled_attention(
     block_size: int = DEFAULT_BLOCK_SIZE,
     is_causal: bool = False,
     scale: float | None = None,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention computed tile by tile, with the online softmax.
 
     The same output as ``attention(q, k, v, is_causal=is_causal, scale=scale)[0]`` and
@@ -164,11 +165,17 @@ def tiled_attention(
         is_causal: query ``i`` attends to keys ``0 .. i`` only (top-left aligned, as
             ``causal_mask(T_q, T_k)`` and SDPA's ``is_causal``).
         scale: factor on the dot products; ``None`` means ``1/sqrt(d_k)``.
+        return_lse: also return each row's log-sum-exp ``L = m + log(l)``, the one number
+            per query that the backward pass needs to rebuild the weights of any tile,
+            ``P = exp(S - L)`` (``attnlib.backward``, chapter 14).
 
     Returns:
         ``out`` of shape ``(..., T_q, d_v)`` in ``q``'s dtype, on ``q``'s device. A query
         that can attend to no key (``T_k = 0``, or every score ``-inf``) gets a zero row, as
         in ``attention`` and SDPA. (The causal mask never empties a row: key 0 is always allowed.)
+        With ``return_lse``, ``(out, lse)``: ``lse`` of shape ``(..., T_q)`` equals
+        ``torch.logsumexp`` of the scaled, masked scores over the keys (``-inf`` for a query
+        with no key).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -179,15 +186,20 @@ def tiled_attention(
         >>> from attnlib import attention
         >>> torch.allclose(out, attention(q, k, v, is_causal=True)[0], atol=1e-6)
         True
+        >>> out, lse = tiled_attention(q, k, v, block_size=2, return_lse=True)
+        >>> torch.allclose(lse, torch.logsumexp(q @ k.transpose(-2, -1) / 8**0.5, dim=-1))
+        True
     """
     check_qkv(q, k, v)
     b = ensure_block_size(block_size)
     ensure_bool("is_causal", is_causal)
     check_scale(scale)
+    ensure_bool("return_lse", return_lse)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch = batch_shape(("q", q), ("k", k), ("v", v))  # the broadcast leading dims ...
     T_q, T_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     out = q.new_empty(batch + (T_q, d_v))  # (..., T_q, d_v): the only large tensor
+    lse = q.new_empty(batch + (T_q,))  # (..., T_q): log-sum-exp of each row of scores
     for q_start in range(0, T_q, b):
         q_stop = min(q_start + b, T_q)
         q_tile = q[..., q_start:q_stop, :] * scale  # (..., b_q, d_k), scaled once
@@ -210,4 +222,5 @@ def tiled_attention(
             o = alpha * o + p @ v[..., k_start:k_stop, :]  # (..., b_q, b_k) @ (..., b_k, d_v) -> (..., b_q, d_v)
             m = m_new
         out[..., q_start:q_stop, :] = o / l.masked_fill(l == 0, 1.0)  # no key at all: 0 / 1 = 0
-    return out
+        lse[..., q_start:q_stop] = (m + torch.log(l)).squeeze(-1)  # log(sum_j e^(s_j)); no key: -inf
+    return (out, lse) if return_lse else out

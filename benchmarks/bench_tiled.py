@@ -23,6 +23,15 @@ Targets (the course's issue): tiled at the default block size uses at most 1/16 
 full path's peak extra memory at T = 8192, and runs within 2x of the explicit
 ``attention``'s time at T = 4096. The ratios are tiled / explicit (lower is better).
 Both results are checked against each other before anything is measured.
+
+**Training** (chapter 14; ``--threads``, default 1 and 2, each a run of its own): one step,
+the forward pass and ``backward(dO)``, at the default block size, for the explicit
+``attention`` under autograd (which keeps the ``(T, T)`` weights), ``flash_attention``
+(FlashAttention-2's tiled backward, which keeps O and L), ``tiled_attention`` under plain
+autograd (which keeps every tile) and SDPA's own backward, on q/k/v ``(1, 1, T, 64)``:
+the peak extra memory at T = 8192 and the median time at T = 4096, side by side, after
+checking that all four give the same gradients. Target: ``flash_attention``'s peak at
+T = 8192 at most 1/16 of the explicit path's.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a cl
 from _machine import cpu_model
 
 from attnlib.attention import attention
+from attnlib.backward import flash_attention
 from attnlib.cost import peak_memory
 from attnlib.tiled import DEFAULT_BLOCK_SIZE, tiled_attention
 
@@ -71,13 +81,73 @@ def median_ms(fns: dict, runs: int, warmup: int) -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+TRAINING = {  # one forward pass each; the step below adds backward(dO)
+    "`attention` + autograd (keeps P)": lambda q, k, v: attention(q, k, v)[0],
+    "`flash_attention` (FlashAttention-2 backward)": lambda q, k, v: flash_attention(q, k, v),
+    "`tiled_attention` + autograd (keeps every tile)": lambda q, k, v: tiled_attention(q, k, v),
+    "`F.scaled_dot_product_attention` backward (for reference)": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v
+    ),
+}
+
+
+def train_step(forward, q, k, v, dout):
+    """The forward pass and backward(dout) from fresh leaves: returns (dq, dk, dv)."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    forward(q, k, v).backward(dout)
+    return q.grad, k.grad, v.grad
+
+
+def training(threads: int, runs: int, warmup: int) -> None:
+    """Chapter 14's table: a training step's peak memory (T = 8192) and time (T = 4096)."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    dout = torch.randn(1, 1, T_TIME, D_HEAD)
+    q, k, v = qkv(T_TIME)
+    want = train_step(TRAINING["`attention` + autograd (keeps P)"], q, k, v, dout)
+    for name, forward in TRAINING.items():  # same gradients first
+        for got, ref in zip(train_step(forward, q, k, v, dout), want):
+            torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-3, msg=lambda m, name=name: f"{name}: {m}")
+    del want
+    ms = median_ms(
+        {name: (lambda f=forward: train_step(f, q, k, v, dout)) for name, forward in TRAINING.items()}, runs, warmup
+    )
+    q, k, v = qkv(T_MEMORY)
+    dout = torch.randn(1, 1, T_MEMORY, D_HEAD)
+    peak_memory(lambda: None)  # start the profiler once, untimed
+    peaks = {name: peak_memory(lambda f=forward: train_step(f, q, k, v, dout))[1] for name, forward in TRAINING.items()}
+
+    full = "`attention` + autograd (keeps P)"
+    print(
+        f"\nTraining step (forward + backward), {torch.get_num_threads()} thread(s), block_size {DEFAULT_BLOCK_SIZE}:\n"
+    )
+    print(f"| case | peak extra MiB, T = {T_MEMORY} | / explicit | median ms, T = {T_TIME} | / explicit |")
+    print("|---|---:|---:|---:|---:|")
+    for name in TRAINING:
+        print(
+            f"| {name} | {peaks[name] / MiB:.1f} | {peaks[name] / peaks[full]:.3f}"
+            f" | {ms[name]:.1f} | {ms[name] / ms[full]:.2f} |"
+        )
+    flash = "`flash_attention` (FlashAttention-2 backward)"
+    ok = peaks[flash] <= TARGET_MEMORY * peaks[full]
+    print(
+        f"\nTarget: `flash_attention`'s peak at T = {T_MEMORY} <= 1/16 of the explicit path's: {'met' if ok else 'NOT met'}."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--blocks", type=int, nargs="+", default=[64, 128, 256, 512])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts of the training table")
+    parser.add_argument("--only-training", action="store_true", help="skip the forward-only table")
     args = parser.parse_args()
     blocks = sorted(set(args.blocks) | {DEFAULT_BLOCK_SIZE})
+    if args.only_training:
+        for threads in args.threads:
+            training(threads, args.runs, args.warmup)
+        return
 
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()} "
@@ -159,6 +229,8 @@ def main() -> None:
         f"path's: {'met' if memory_ok else 'NOT met'}; time within {TARGET_TIME:g}x of `attention`: "
         f"{'met' if time_ok else 'NOT met'}."
     )
+    for threads in args.threads:
+        training(threads, args.runs, args.warmup)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,16 @@ The label of a checker's case ("case: a batch (B, T) = (2, 3) [5 of 10]") is loo
 ``tr_case`` among the entries with ``msgctxt "case"``: whole, or, for a label the checker
 formats from random values, as a template whose ``{placeholders}`` stand for those values
 (``"random, B={B}, T={T}"`` translates ``"random, B=2, T=4"``).
+
+A program that writes for several readers at once (the grader, one student in English and
+the next in Chinese, each in a thread of its own) sets the language of the current thread
+with ``with speaking("zh_CN"): ...``; inside, it takes the place of ``ATTNLIB_LANG``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import re
@@ -37,12 +43,35 @@ LOCALES = Path(__file__).resolve().parent / "locales"
 CASE = "case"  # the msgctxt of the checkers' case labels
 
 
+_SPEAKING: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnlib_speaking", default=None)
+
+
 def language() -> str:
-    """The language ``ATTNLIB_LANG`` asks for: ``"en"`` (unset or empty) or ``"zh_CN"``."""
+    """The language asked for: ``speaking``'s inside its block, else ``ATTNLIB_LANG``'s:
+    ``"en"`` (unset or empty) or ``"zh_CN"``."""
+    if _SPEAKING.get() is not None:
+        return _SPEAKING.get()
     lang = os.environ.get("ATTNLIB_LANG", "").strip() or "en"
     if lang not in LANGUAGES:
         raise fail("ATTNLIB_LANG", f"one of {', '.join(LANGUAGES)} (or unset: English)", repr(lang))
     return lang
+
+
+@contextlib.contextmanager
+def speaking(lang: str):
+    """Messages in ``lang`` inside the block, in this thread (and its context) only.
+
+    >>> with speaking("zh_CN"):
+    ...     tr("score: {score}/{total}")
+    '总分：{score}/{total}'
+    """
+    if lang not in LANGUAGES:
+        raise fail("lang", f"one of {', '.join(LANGUAGES)}", repr(lang))
+    token = _SPEAKING.set(lang)
+    try:
+        yield
+    finally:
+        _SPEAKING.reset(token)
 
 
 def tr(message: str, lang: str | None = None) -> str:

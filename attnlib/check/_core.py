@@ -221,6 +221,7 @@ class Check:
     hint: str
     covers: str  # the edge cases tried, shown on success
     points: int = 1
+    partial: bool = False  # its cases test independent things: each passed case earns points / len(cases)
     atol: float = 1e-5
     rtol: float = 1e-5
     forbids: tuple[str, ...] = ()  # attnlib names the exercise asks the learner to write, e.g. ("causal_mask",)

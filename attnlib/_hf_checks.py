@@ -1,4 +1,4 @@
-"""Checks of what ``attnlib.from_hf`` converts (chapters 14-16): a ``transformers`` model of a
+"""Checks of what ``attnlib.from_hf`` converts (chapters 15-17): a ``transformers`` model of a
 supported family and its configuration, RoPE in both of transformers' spellings included.
 
 Each raises :class:`~attnlib._validate.AttnlibError` through ``attnlib/_validate.py``'s helpers.
@@ -31,9 +31,9 @@ HF_FAMILIES = {
     "gpt_oss": "GptOssForCausalLM",
     "granite": "GraniteForCausalLM",
     "cohere2": "Cohere2ForCausalLM",
-    "qwen3_next": "Qwen3NextForCausalLM",  # chapter 19: Gated DeltaNet layers among gated attention ones
-    "deepseek_v3": "DeepseekV3Attention",  # one attention layer: MultiHeadLatentAttention (chapter 16)
-    "deepseek_v32": "DeepseekV32Attention",  # the same with its lightning indexer (chapter 19)
+    "qwen3_next": "Qwen3NextForCausalLM",  # chapter 20: Gated DeltaNet layers among gated attention ones
+    "deepseek_v3": "DeepseekV3Attention",  # one attention layer: MultiHeadLatentAttention (chapter 17)
+    "deepseek_v32": "DeepseekV32Attention",  # the same with its lightning indexer (chapter 20)
 }
 
 
@@ -150,7 +150,7 @@ def check_hf_options(c, family: str) -> None:
 
 def check_hf_mla_config(c) -> tuple[float, dict]:
     """A DeepSeek-V3 attention config that ``MultiHeadLatentAttention`` builds; return its RoPE base theta and
-    parameters (default, or YaRN as DeepSeek-V3 ships it: chapter 18), in either transformers' spelling."""
+    parameters (default, or YaRN as DeepSeek-V3 ships it: chapter 19), in either transformers' spelling."""
     theta, rope = hf_rope(c, "deepseek_v3")
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind not in ("default", "yarn"):

@@ -1,4 +1,4 @@
-"""Checks of the arguments of attnlib's layers and models (chapters 6-16): ``MultiHeadAttention``,
+"""Checks of the arguments of attnlib's layers and models (chapters 6-17): ``MultiHeadAttention``,
 ``MultiHeadLatentAttention``, ``GPTConfig``, ``GPT``'s input, caches and ``generate``.
 
 Each raises :class:`~attnlib._validate.AttnlibError` through ``attnlib/_validate.py``'s helpers,
@@ -95,7 +95,7 @@ def check_mha_options(d_model, n_heads, dropout, d_head, rope, rope_base, qk_nor
         ensure_int("n_heads", n_heads)
         ensure_int("d_head", d_head)
     ensure_bool("rope", rope)
-    if not isinstance(qk_norm, bool):  # chapter 18: which QK-norm
+    if not isinstance(qk_norm, bool):  # chapter 19: which QK-norm
         ensure_choice("qk_norm", qk_norm, QK_NORMS)
     if rope and d_head % 2:
         raise fail("d_head", "an even number with rope=True (RoPE rotates pairs of dimensions)", f"d_head={d_head}")
@@ -113,7 +113,7 @@ CONFIG_NAMES = {"rope": "positions", "scale": "attn_scale", "softcap": "attn_sof
 
 def check_score_options(d_head, rope, rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias,
                         names: dict = LAYER_NAMES) -> None:  # fmt: skip
-    """Chapter 18's options of ``MultiHeadAttention`` (or of a ``GPTConfig``, ``names=CONFIG_NAMES``): RoPE's
+    """Chapter 19's options of ``MultiHeadAttention`` (or of a ``GPTConfig``, ``names=CONFIG_NAMES``): RoPE's
     scaling and rotated width, the scores' factor and soft cap, the biases per projection."""
     if rope_scaling is not None:
         ensure_instance("rope_scaling", rope_scaling, RopeScaling, "None or an attnlib RopeScaling")
@@ -133,9 +133,9 @@ def check_score_options(d_head, rope, rope_scaling, rotary_dim, scale, softcap, 
 
 
 def check_family_options(c) -> None:
-    """Chapter 18's fields of a ``GPTConfig``: each None or neutral unless a family sets it."""
+    """Chapter 19's fields of a ``GPTConfig``: each None or neutral unless a family sets it."""
     ensure_choice("block", c.block, ("pre_norm", "sandwich", "post_norm", "parallel"))
-    ensure_bool("output_gate", c.output_gate)  # chapter 19
+    ensure_bool("output_gate", c.output_gate)  # chapter 20
     check_score_options(c.head_dim, c.positions == "rope", c.rope_scaling, c.rotary_dim, c.attn_scale,
                         c.attn_softcap, c.qkv_bias, c.out_bias, CONFIG_NAMES)  # fmt: skip
     finite = lambda v: math.isfinite(v) and v > 0
@@ -148,16 +148,16 @@ def check_family_options(c) -> None:
         layers, indices = c.nope_layers, range(c.n_layers)
         if not isinstance(layers, tuple) or not all(type(i) is int and i in indices for i in layers):
             raise fail("nope_layers", f"a tuple of layer indices in 0 .. {c.n_layers - 1}", repr(layers))
-    chapter18 = (c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias) + (
+    chapter19 = (c.rotary_dim, c.nope_layers, c.attn_scale, c.attn_softcap, c.qkv_bias, c.out_bias) + (
         c.output_gate or None,
     )
-    if c.attention == "mla" and chapter18 != (None,) * len(chapter18):  # rope_scaling it takes (DeepSeek's YaRN)
-        raise fail("attention", "'mla' without chapter 18's partial rotary, NoPE layers, score scale, soft cap "
+    if c.attention == "mla" and chapter19 != (None,) * len(chapter19):  # rope_scaling it takes (DeepSeek's YaRN)
+        raise fail("attention", "'mla' without chapter 19's partial rotary, NoPE layers, score scale, soft cap "
                    "and biases", f"{c!r}")  # fmt: skip
 
 
 def check_window_options(sliding_window, learned_sinks) -> None:
-    """Chapter 15's options of ``MultiHeadAttention``: a window of at least 1 key, or None; a bool."""
+    """Chapter 16's options of ``MultiHeadAttention``: a window of at least 1 key, or None; a bool."""
     if sliding_window is not None:
         ensure_int("sliding_window", sliding_window, why="how many keys a query sees, itself included")
     ensure_bool("learned_sinks", learned_sinks)
@@ -360,7 +360,7 @@ def check_gpt_config(c) -> None:
         if c.kv_rank is None or c.positions != "rope":
             raise fail("attention", "'mla' with a kv_rank and positions='rope' (its decoupled RoPE)", f"{c!r}")
         if c.sliding_window is not None or c.learned_sinks or c.qk_norm or (c.n_kv_heads or c.n_heads) != c.n_heads:
-            raise fail("attention", "'mla' without chapter 15's windows and sinks, QK-norm or n_kv_heads", f"{c!r}")
+            raise fail("attention", "'mla' without chapter 16's windows and sinks, QK-norm or n_kv_heads", f"{c!r}")
         if c.d_head is not None:  # d_head is multi-head attention's head width only
             raise fail(
                 "d_head",

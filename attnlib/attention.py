@@ -73,7 +73,7 @@ def masked_scores(
 ) -> torch.Tensor:
     """The scores before the softmax: ``q k^T * scale + M``, ``M`` 0 where a key may be attended and
     ``-inf`` where it may not (a float mask is added as it is). Arguments as :func:`attention_weights`,
-    unchecked; returns ``(..., T_q, T_k)``. Chapter 18, Gemma 2: with a ``softcap`` ``c`` the scaled
+    unchecked; returns ``(..., T_q, T_k)``. Chapter 19, Gemma 2: with a ``softcap`` ``c`` the scaled
     scores become ``c tanh(s / c)`` before the mask, so none passes ``c`` in size."""
     T_q, T_k = q.shape[-2], k.shape[-2]
     scores = qk_scores(q, k, scale)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)

@@ -1,7 +1,7 @@
-"""Chapters 7, 14 and 18: the transformer block, its norms and its MLPs.
+"""Chapters 7, 15 and 19: the transformer block, its norms and its MLPs.
 
 A block is an attention layer and an MLP, each added to the residual stream. Where the norms sit is
-the family's choice (``GPTConfig.block``, chapter 18)::
+the family's choice (``GPTConfig.block``, chapter 19)::
 
     pre_norm   x = x + attn(norm1(x));              x = x + mlp(norm2(x))           GPT-2, Llama, Qwen
     sandwich   x = x + norm1'(attn(norm1(x)));      x = x + norm2'(mlp(norm2(x)))   Gemma 2/3, GLM-4
@@ -70,7 +70,7 @@ class SwiGLU(GatedMLP):
 
 class ExternalMLP(nn.Module):
     """``GPTConfig(mlp="external")``: the place of an MLP that the config does not describe (a mixture
-    of experts, chapter 18), filled by :func:`attnlib.from_hf` with the checkpoint's own module.
+    of experts, chapter 19), filled by :func:`attnlib.from_hf` with the checkpoint's own module.
     Until then it has no parameters and calling it raises an error that says so."""
 
     def __init__(self, module: nn.Module | None = None):
@@ -110,9 +110,9 @@ def make_mlp(config: GPTConfig) -> nn.Module:
 
 def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer of block ``layer``: multi-head attention with the config's options
-    (chapters 6-15, 18: this layer's RoPE, :meth:`GPTConfig.layer_rope`), or multi-head latent
-    attention (``attention="mla"``, chapter 16)."""
-    if config.is_recurrent(layer):  # chapter 19: a Gated DeltaNet layer (Qwen3-Next's "linear_attention")
+    (chapters 6-16, 19: this layer's RoPE, :meth:`GPTConfig.layer_rope`), or multi-head latent
+    attention (``attention="mla"``, chapter 17)."""
+    if config.is_recurrent(layer):  # chapter 20: a Gated DeltaNet layer (Qwen3-Next's "linear_attention")
         return GatedDeltaNet(config.d_model, config.delta_heads, config.delta_d_k, config.delta_d_v,
                              config.delta_k_heads, config.delta_conv, config.norm_eps)  # fmt: skip
     if config.attention == "mla":
@@ -137,9 +137,9 @@ class TransformerBlock(nn.Module):
 
     GPT-2: ``mlp(x) = GELU(x W_1 + b_1) W_2 + b_2`` with ``W_1 (d_model, d_ff)`` and
     ``W_2 (d_ff, d_model)``, LayerNorms, causal multi-head self-attention. The config's
-    chapter 14 options make it a Llama/Qwen3 block: ``ln1``, ``ln2`` are RMSNorms
+    chapter 15 options make it a Llama/Qwen3 block: ``ln1``, ``ln2`` are RMSNorms
     (``norm="rmsnorm"``), ``mlp`` is a :class:`SwiGLU`, the attention rotates queries and keys
-    (``positions="rope"``), with QK-norm and its own ``d_head`` when set. Chapter 18: ``block``
+    (``positions="rope"``), with QK-norm and its own ``d_head`` when set. Chapter 19: ``block``
     places the norms (this module's docstring): ``ln1_out`` and ``ln2_out`` normalise the
     sublayers' outputs (``"sandwich"``, ``"post_norm"``; None otherwise), ``"post_norm"``
     has no ``ln1``, ``ln2`` (identities) and ``"parallel"`` no ``ln2``.
@@ -147,8 +147,8 @@ class TransformerBlock(nn.Module):
     Args:
         config: a :class:`GPTConfig`.
         layer: the block's index in the model, 0-based (default 0): which layer type it is
-            when ``config.layer_types`` mixes full and sliding layers (chapter 15), and whether it
-            has positions (``config.nope_layers``, chapter 18).
+            when ``config.layer_types`` mixes full and sliding layers (chapter 16), and whether it
+            has positions (``config.nope_layers``, chapter 19).
 
     Example:
         >>> block = TransformerBlock(GPTConfig(100, 16, d_model=32, n_layers=1, n_heads=4))
@@ -160,7 +160,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         kind = config.block
         self.parallel, self.scale = kind == "parallel", config.residual_scale
-        self.recurrent = config.is_recurrent(layer)  # chapter 19: a Gated DeltaNet in place of attention
+        self.recurrent = config.is_recurrent(layer)  # chapter 20: a Gated DeltaNet in place of attention
         outputs = kind in ("sandwich", "post_norm")  # norms on the sublayers' outputs (None: none)
         self.ln1 = nn.Identity() if kind == "post_norm" else make_norm(config)  # the attention's input
         self.attn = make_attention(config, layer)
@@ -186,7 +186,7 @@ class TransformerBlock(nn.Module):
         ``positions`` (RoPE only): the tokens' positions, as ``MultiHeadAttention`` takes them.
         """
         h = self.ln1(x)  # (B, T, d_model)
-        if self.recurrent:  # chapter 19: a Gated DeltaNet carries a state, not keys and values; it has no weights
+        if self.recurrent:  # chapter 20: a Gated DeltaNet carries a state, not keys and values; it has no weights
             a, weights = self.recur(h, kv_cache), None
         else:
             a, weights = self.attn(h, is_causal=True, need_weights=need_weights, kv_cache=kv_cache, positions=positions)
@@ -198,7 +198,7 @@ class TransformerBlock(nn.Module):
         return (x, weights) if need_weights else x
 
     def recur(self, h: torch.Tensor, cache: StateCache | None) -> torch.Tensor:
-        """Chapter 19: the Gated DeltaNet layer over ``h`` ``(B, T, d_model)``, from the cache's state and into it."""
+        """Chapter 20: the Gated DeltaNet layer over ``h`` ``(B, T, d_model)``, from the cache's state and into it."""
         y, state = self.attn(h, None if cache is None else cache.state)  # (B, T, d_model), the state after h
         if cache is not None:
             cache.update(state, h.shape[1])

@@ -1,8 +1,8 @@
-"""Chapters 7, 14-18: ``GPTConfig``, the sizes and choices of a GPT model, and published configurations.
+"""Chapters 7, 15-19: ``GPTConfig``, the sizes and choices of a GPT model, and published configurations.
 
-Chapter 7 counts GPT-2's and GPT-3's parameters from these numbers; chapter 14 adds the options that
-make the same model a Llama or a Qwen3, chapter 15 windows and sinks, chapter 16 latent attention,
-chapter 18 those of every major open family (RoPE scaling, positions per layer, score scale and
+Chapter 7 counts GPT-2's and GPT-3's parameters from these numbers; chapter 15 adds the options that
+make the same model a Llama or a Qwen3, chapter 16 windows and sinks, chapter 17 latent attention,
+chapter 19 those of every major open family (RoPE scaling, positions per layer, score scale and
 soft-capping, QK-norm kinds, biases per projection, where the norms sit). :class:`~attnlib.model.GPT`
 builds the model a config describes.
 """
@@ -31,7 +31,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """The sizes of a GPT model, and (chapter 14) the choices that make it a Llama or a Qwen.
+    """The sizes of a GPT model, and (chapter 15) the choices that make it a Llama or a Qwen.
 
     Args:
         vocab_size: the number of token ids.
@@ -61,7 +61,7 @@ class GPTConfig:
         qk_norm: whether each head's queries and keys go through an RMSNorm over ``d_head``
             before RoPE (Qwen3, Gemma 3; OLMo 2 instead normalises the whole
             ``n_heads * d_head`` projection, which this option does not do).
-        sliding_window: chapter 15: the sliding layers attend to the last ``sliding_window``
+        sliding_window: chapter 16: the sliding layers attend to the last ``sliding_window``
             tokens only, each itself included (Mistral 7B: 4096); ``None`` (default): no window.
         layer_types: ``"full"`` or ``"sliding"`` for each layer (Gemma 2 alternates them,
             Gemma 3 has five sliding layers per full one); ``None`` (default): every layer
@@ -69,14 +69,14 @@ class GPTConfig:
         learned_sinks: one learned logit per head that joins each row's softmax and takes
             weight without adding a value (gpt-oss).
         attention: ``"mha"`` (default: multi-head attention, grouped with ``n_kv_heads``) or
-            ``"mla"`` (chapter 16: multi-head latent attention, DeepSeek-V2/V3; needs
+            ``"mla"`` (chapter 17: multi-head latent attention, DeepSeek-V2/V3; needs
             ``positions="rope"``), with its sizes: ``kv_rank`` (the cached latent's width),
             ``q_rank`` (None: uncompressed queries), ``d_head_nope`` (the unrotated key width;
             None: ``d_model // n_heads``), ``d_head_rope`` (the rotated part; None:
             ``d_head_nope // 2``) and ``d_head_v`` (None: ``d_head_nope``). ``d_head`` is
             multi-head attention's head width and stays None with ``"mla"``.
 
-    Chapter 18, the options of every major open family (each None or neutral by default):
+    Chapter 19, the options of every major open family (each None or neutral by default):
 
         rope_scaling: a :class:`~attnlib.rope_scaling.RopeScaling` (linear, dynamic, yarn, llama3,
             longrope): RoPE's frequencies rescaled to stretch the context (Llama 3.1: "llama3").
@@ -107,13 +107,13 @@ class GPTConfig:
         logit_scale: the logits times this (Cohere; Granite: ``1 / logits_scaling``).
         logit_softcap: the logits soft-capped, ``c tanh(z / c)`` (Gemma 2: 30).
 
-    Chapter 19: ``output_gate`` multiplies each head's output by ``sigmoid(x W_G)`` before ``W_O``
+    Chapter 20: ``output_gate`` multiplies each head's output by ``sigmoid(x W_G)`` before ``W_O``
     (gated attention, Qwen3-Next). A ``"linear"`` entry of ``layer_types`` makes that layer a
     :class:`~attnlib.recurrent.GatedDeltaNet` (Qwen3-Next: three per attention layer), with
     ``delta_heads`` value heads of ``delta_d_v``, ``delta_k_heads`` query/key heads of ``delta_d_k``
     (None: ``delta_heads``) and a causal convolution ``delta_conv`` wide; it keeps a state, not keys.
 
-    The chapter 14 and 18 fields are printed only when they differ from their defaults, which keep
+    The chapter 15 and 19 fields are printed only when they differ from their defaults, which keep
     every earlier model as it was.
 
     Example:
@@ -174,7 +174,7 @@ class GPTConfig:
             f"{f.name}={getattr(self, f.name)!r}"
             for f in fields(self)
             if f.name in always or getattr(self, f.name) != f.default
-        ]  # as before chapters 12 and 14 for the models of chapters 7-13
+        ]  # as before chapters 12 and 15 for the models of chapters 7-13
         return f"GPTConfig({', '.join(shown)})"
 
     def __post_init__(self):
@@ -219,11 +219,11 @@ class GPTConfig:
         return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
     def is_recurrent(self, layer: int) -> bool:
-        """Chapter 19: whether layer ``layer`` is a Gated DeltaNet (``layer_types[layer] == "linear"``)."""
+        """Chapter 20: whether layer ``layer`` is a Gated DeltaNet (``layer_types[layer] == "linear"``)."""
         return self.layer_types is not None and self.layer_types[layer] == "linear"
 
     def layer_rope(self, layer: int) -> tuple[float, RopeScaling | None] | None:
-        """Chapter 18: layer ``layer``'s RoPE, ``(base, scaling)``, or None for a layer without positions
+        """Chapter 19: layer ``layer``'s RoPE, ``(base, scaling)``, or None for a layer without positions
         (``positions`` not ``"rope"``, or one of ``nope_layers``).
 
         Example:
@@ -246,7 +246,7 @@ GPT2_MEDIUM = GPTConfig(vocab_size=50257, context_length=1024, d_model=1024, n_l
 GPT2_LARGE = GPTConfig(vocab_size=50257, context_length=1024, d_model=1280, n_layers=36, n_heads=20)
 GPT2_XL = GPTConfig(vocab_size=50257, context_length=1024, d_model=1600, n_layers=48, n_heads=25)
 GPT3_175B = GPTConfig(vocab_size=50257, context_length=2048, d_model=12288, n_layers=96, n_heads=96)
-# Chapter 14, from the published config.json files: Llama 3 8B as released in April 2024
+# Chapter 15, from the published config.json files: Llama 3 8B as released in April 2024
 # (meta-llama/Meta-Llama-3-8B, 8,192 tokens; Llama 3.1 8B has the same shapes and reaches 131,072
 # tokens by rescaling RoPE's frequencies, "llama3" rope scaling) and Qwen3 8B (Qwen/Qwen3-8B), both
 # RMSNorm, SwiGLU, RoPE, no biases, untied heads, 8 key/value heads.

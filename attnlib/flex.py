@@ -1,4 +1,4 @@
-"""Chapter 15: masks as functions, for ``torch.nn.attention.flex_attention``.
+"""Chapter 16: masks as functions, for ``torch.nn.attention.flex_attention``.
 
 A boolean mask is a table: ``mask[i, j]`` says whether query ``i`` may attend to key ``j``.
 FlexAttention (PyTorch 2.5+) takes the rule instead of the table: a ``mask_mod(b, h, q_idx,

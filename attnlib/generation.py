@@ -1,4 +1,4 @@
-"""Chapters 12 and 15: generating text, one token at a time, with or without a KV cache.
+"""Chapters 12 and 16: generating text, one token at a time, with or without a KV cache.
 
 Greedy decoding appends the most likely next token, again and again::
 
@@ -7,7 +7,7 @@ Greedy decoding appends the most likely next token, again and again::
 Without a cache every step runs the whole sequence through the model again. With one
 (chapter 12) the prompt runs once, every layer keeps its keys and values in a
 :class:`~attnlib.kv_cache.KVCache`, and each later step feeds only the newest token: the same
-tokens, a fraction of the work. A sliding layer (chapter 15) keeps its window only, and
+tokens, a fraction of the work. A sliding layer (chapter 16) keeps its window only, and
 StreamingLLM keeps the first tokens and a window in every layer.
 
 ``GPT.generate`` is :func:`generate`; :func:`new_caches` makes the caches it uses.
@@ -85,7 +85,7 @@ def new_caches(
     model: nn.Module, T_end: int, cache_window: int | None = None, cache_sinks: int = 0
 ) -> list[KVCache | LatentCache]:
     """One cache per block for :func:`generate`: room for ``T_end`` tokens allocated once (chapter 12),
-    a rolling cache of its window for a sliding layer, StreamingLLM's for every layer if asked (chapter 15).
+    a rolling cache of its window for a sliding layer, StreamingLLM's for every layer if asked (chapter 16).
 
     Example:
         >>> from attnlib import GPT, GPTConfig
@@ -95,15 +95,15 @@ def new_caches(
     """
     if cache_window is not None:
         return [KVCache(window=cache_window, sinks=cache_sinks) for _ in model.blocks]
-    if model.config.attention == "mla":  # chapter 16: an MLA block caches its latents and rotated keys
+    if model.config.attention == "mla":  # chapter 17: an MLA block caches its latents and rotated keys
         return [LatentCache(max_tokens=T_end) for _ in model.blocks]
     windows = [model.config.layer_window(i) for i in range(len(model.blocks))]
     caches = [KVCache(max_tokens=T_end) if w is None else KVCache(window=w) for w in windows]
-    return [StateCache() if model.config.is_recurrent(i) else c for i, c in enumerate(caches)]  # chapter 19
+    return [StateCache() if model.config.is_recurrent(i) else c for i, c in enumerate(caches)]  # chapter 20
 
 
 def frequencies_switch(model: nn.Module, T_cached: int, T: int) -> bool:
-    """Chapter 18, LongRoPE (Phi-3): whether the sequence grows past the original length ``L0`` in this
+    """Chapter 19, LongRoPE (Phi-3): whether the sequence grows past the original length ``L0`` in this
     step (``T_cached <= L0 < T``), so that its rotary frequencies change from the short factors to the
     long ones. The cached keys were rotated with the short ones: like ``transformers``' Phi-3, generation
     then runs the whole sequence again, so that every key has the rotation a full forward pass gives it."""
@@ -117,7 +117,7 @@ def frequencies_switch(model: nn.Module, T_cached: int, T: int) -> bool:
 def plain_steps(model: nn.Module, caches: list[KVCache]) -> bool:
     """Whether :func:`plain_step` computes this model's one-token steps: GPT-2's layers (learned
     positions, LayerNorm, the GELU MLP, multi-head or grouped-query attention without RoPE,
-    QK-norm, windows, sinks or a head mask; chapter 18's options at their defaults) and caches that keep
+    QK-norm, windows, sinks or a head mask; chapter 19's options at their defaults) and caches that keep
     every token."""
     c = model.config
     return (

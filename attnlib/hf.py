@@ -1,4 +1,4 @@
-"""Chapter 14: a Hugging Face ``transformers`` model's weights in attnlib's ``GPT``.
+"""Chapter 15: a Hugging Face ``transformers`` model's weights in attnlib's ``GPT``.
 
 ``from_hf(model)`` reads the model's config, builds the :class:`~attnlib.model.GPT` with the same
 choices (norm, MLP, positions, heads) and copies every weight, so that both give the same logits.
@@ -15,13 +15,13 @@ Two things change on the way:
   Scores are sums over a head's dimensions, so they do not change; values and outputs are
   not rotated and keep their order.
 
-Chapter 16: ``from_hf`` also takes one ``DeepseekV3Attention`` layer and returns the equal
+Chapter 17: ``from_hf`` also takes one ``DeepseekV3Attention`` layer and returns the equal
 :class:`~attnlib.latent.MultiHeadLatentAttention`. DeepSeek-V3's RoPE pairs are interleaved
 already (``rope_interleave``); its ``kv_a_proj_with_mqa`` stacks ``W_DKV`` and ``W_KR``, and its
 ``kv_b_proj`` stacks each head's ``W_UK,h`` and ``W_UV,h``: the rows are split, not permuted. Its YaRN
-(chapter 18) scales the rotated part's frequencies and the scores' scale.
+(chapter 19) scales the rotated part's frequencies and the scores' scale.
 
-Chapter 18: the decoder families of :data:`attnlib.hf_families.FAMILIES`, each read into a ``GPTConfig`` by
+Chapter 19: the decoder families of :data:`attnlib.hf_families.FAMILIES`, each read into a ``GPTConfig`` by
 :func:`attnlib.hf_families.gpt_config`; GLM and Cohere store RoPE's pairs interleaved already, Phi-3 and GLM
 stack q, k, v (or gate and up) in one matrix, Gemma stores its norms' gains as ``g - 1``.
 
@@ -52,7 +52,7 @@ def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int, rotary_dim: int | 
 
     Within each head of ``d_head`` rows: ``out[2i] = w[i]`` and ``out[2i + 1] = w[i + r/2]``,
     ``i = 0 .. r/2 - 1``, with ``r = rotary_dim`` (default ``d_head``); rows ``r .. d_head - 1``, which a
-    partial rotary leaves unrotated (chapter 18), stay where they are. With ``r = d_head`` it undoes the
+    partial rotary leaves unrotated (chapter 19), stay where they are. With ``r = d_head`` it undoes the
     permutation that the conversion of Meta's Llama weights to Hugging Face's layout applies,
     ``w.view(n_heads, d_head // 2, 2, d_in).transpose(1, 2).reshape(n_heads * d_head, d_in)``.
 
@@ -82,16 +82,16 @@ def rotate_half_to_interleaved(w: torch.Tensor, n_heads: int, rotary_dim: int | 
 def from_hf(model) -> GPT | MultiHeadLatentAttention:
     """An attnlib :class:`~attnlib.model.GPT` with the weights of a ``transformers`` model.
 
-    Supported (chapters 14 and 18): ``GPT2LMHeadModel`` and the decoder families of
+    Supported (chapters 15 and 19): ``GPT2LMHeadModel`` and the decoder families of
     :data:`attnlib.hf_families.FAMILIES`: Llama (every RoPE type: Llama 3.1's ``"llama3"``, YaRN, ...),
     Mistral, Mixtral, Qwen2/2.5, Qwen3 (YaRN too), Qwen3-MoE, Gemma 2, Gemma 3 (text), SmolLM3, OLMo 2,
-    OLMo 3, Phi-3, GLM and GLM-4, gpt-oss, Granite, Cohere 2 and (chapter 19) Qwen3-Next, whose Gated DeltaNet
+    OLMo 3, Phi-3, GLM and GLM-4, gpt-oss, Granite, Cohere 2 and (chapter 20) Qwen3-Next, whose Gated DeltaNet
     layers become :class:`~attnlib.recurrent.GatedDeltaNet`, each with its windows, sinks, biases,
     score scale, soft caps and norms as its config sets them; an option attnlib does not build raises an
     error that names it. A mixture-of-experts MLP (Mixtral, Qwen3-MoE, gpt-oss) is not attention, the
     course's subject: the model keeps a copy of transformers' own module in each block
-    (``GPTConfig(mlp="external")``). Chapter 16: a ``DeepseekV3Attention`` layer gives the equal
-    :class:`~attnlib.latent.MultiHeadLatentAttention`; chapter 19: a ``DeepseekV32Attention`` the same with its
+    (``GPTConfig(mlp="external")``). Chapter 17: a ``DeepseekV3Attention`` layer gives the equal
+    :class:`~attnlib.latent.MultiHeadLatentAttention`; chapter 20: a ``DeepseekV32Attention`` the same with its
     :class:`~attnlib.sparse.LightningIndexer` and ``index_topk``. The new model is on ``model``'s device, in its
     dtype and training mode; ``from_hf(model)(ids)`` equals ``model(ids).logits`` to float rounding.
 
@@ -127,7 +127,7 @@ def from_hf(model) -> GPT | MultiHeadLatentAttention:
     if config.tie_embeddings:
         gpt.lm_head.weight = gpt.tok_emb.weight  # to_empty gave each its own tensor: one again
     for i, layer in enumerate(model.model.layers if config.layer_types and "linear" in config.layer_types else ()):
-        if config.is_recurrent(i):  # chapter 19: a Gated DeltaNet, its projections unpacked
+        if config.is_recurrent(i):  # chapter 20: a Gated DeltaNet, its projections unpacked
             delta = GatedDeltaNet.from_hf(layer.linear_attn).state_dict()
             state |= {f"blocks.{i}.attn.{name}": t for name, t in delta.items()}
     gpt.load_state_dict(state)
@@ -268,6 +268,6 @@ def _mla_from_hf(layer) -> MultiHeadLatentAttention:
         state |= {"w_dq.weight": hf["q_a_proj.weight"], "q_latent_norm.weight": hf["q_a_layernorm.weight"],
                   "w_uq.weight": hf["q_b_proj.weight"]}  # fmt: skip
     mla.load_state_dict(state)
-    if hasattr(layer, "indexer"):  # chapter 19, DeepSeek-V3.2: its lightning indexer picks each query's top-k keys
+    if hasattr(layer, "indexer"):  # chapter 20, DeepSeek-V3.2: its lightning indexer picks each query's top-k keys
         mla.indexer, mla.index_topk = LightningIndexer.from_hf(layer.indexer), c.index_topk
     return mla.train(layer.training)

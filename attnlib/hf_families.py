@@ -1,4 +1,4 @@
-"""Chapter 18: what each open family's attention uses, read from its ``transformers`` config.
+"""Chapter 19: what each open family's attention uses, read from its ``transformers`` config.
 
 :data:`FAMILIES` says, for every decoder family :func:`attnlib.from_hf` loads, what its checkpoints
 share whatever their sizes: how RoPE's pairs are laid out (``"half"``: dimension ``i`` with
@@ -72,7 +72,7 @@ FAMILIES = {
     "gpt_oss": Family("GptOssForCausalLM", mlp="external"),
     "granite": Family("GraniteForCausalLM"),
     "cohere2": Family("Cohere2ForCausalLM", pairs="interleaved", block="parallel", norms={"ln1": "input_layernorm"}),
-    "qwen3_next": Family("Qwen3NextForCausalLM", mlp="external", qk_norm=True, gemma_norms=True),  # chapter 19
+    "qwen3_next": Family("Qwen3NextForCausalLM", mlp="external", qk_norm=True, gemma_norms=True),  # chapter 20
 }
 
 
@@ -119,7 +119,7 @@ def gpt_config(c, family: str) -> GPTConfig:
 
 
 def _delta_sizes(c, types) -> dict:
-    """Chapter 19: the sizes of Qwen3-Next's Gated DeltaNet layers, where ``layer_types`` has some."""
+    """Chapter 20: the sizes of Qwen3-Next's Gated DeltaNet layers, where ``layer_types`` has some."""
     if not types or "linear" not in types:
         return {}
     return dict(
@@ -174,7 +174,7 @@ def _logit_scale(c, family: str) -> float:
 
 
 def attention_summary(c: GPTConfig) -> dict[str, str]:
-    """What a config's attention uses, in a few words per column (chapter 18's table of the families).
+    """What a config's attention uses, in a few words per column (chapter 19's table of the families).
 
     Example:
         >>> from attnlib.model import QWEN3_8B

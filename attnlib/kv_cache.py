@@ -1,8 +1,8 @@
-"""Chapters 12 and 15: the KV cache, growing, allocated ahead, or rolling over a window.
+"""Chapters 12 and 16: the KV cache, growing, allocated ahead, or rolling over a window.
 
 A layer's cache holds the keys and values of the tokens it has seen, so that each new token
 projects only its own key and value (chapter 12). A model that attends within a sliding window
-(chapter 15: Mistral, Gemma) never looks further back than ``window`` tokens, so its cache needs
+(chapter 16: Mistral, Gemma) never looks further back than ``window`` tokens, so its cache needs
 no more: ``KVCache(window=w)`` holds the last ``w - 1`` tokens between two steps (``w`` with the
 new token, during a step) and evicts the older ones, and its memory stays constant however long
 the generation. StreamingLLM (Xiao et al. 2023) keeps the first ``sinks`` tokens too:
@@ -34,7 +34,7 @@ class KVCache:
     it in place: no copy, and ``k``, ``v`` are views of its first ``T_cached`` rows.
     ``GPT.generate`` uses that form.
 
-    Chapter 15: ``KVCache(window=w)`` is a rolling cache. After each update it keeps what the next
+    Chapter 16: ``KVCache(window=w)`` is a rolling cache. After each update it keeps what the next
     token needs, the last ``w - 1`` tokens (with the next token itself, a window of ``w``), and
     evicts the older ones, as ``transformers``' sliding-window cache does
     (``DynamicSlidingWindowLayer`` keeps ``sliding_window - 1``); :attr:`nbytes` between two steps
@@ -162,7 +162,7 @@ class KVCache:
 
 
 class StateCache:
-    """Chapter 19: what a recurrent layer (:class:`~attnlib.recurrent.GatedDeltaNet`) keeps between steps: its
+    """Chapter 20: what a recurrent layer (:class:`~attnlib.recurrent.GatedDeltaNet`) keeps between steps: its
     state, of one size however many tokens it has read, where a :class:`KVCache` grows by a key and a value
     per token. ``update(state, T_new)`` stores the layer's new state after ``T_new`` more tokens.
 

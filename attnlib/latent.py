@@ -1,4 +1,4 @@
-"""Chapter 16: multi-head latent attention (MLA, DeepSeek-AI 2024, arXiv 2405.04434).
+"""Chapter 17: multi-head latent attention (MLA, DeepSeek-AI 2024, arXiv 2405.04434).
 
 Grouped-query attention (chapter 12) shrinks the cache by sharing keys and values among heads.
 MLA caches neither: it caches one small **latent** vector per token, ``c = RMSNorm(x W_DKV)`` of
@@ -16,7 +16,7 @@ RoPE cannot act on ``k_h``: the rotation depends on the position, so it would si
     k_h   = [c W_UK,h, RoPE(x W_KR)]          # the rotated part is the same for every head
     score = q_h . k_h / sqrt(d_head_nope + d_head_rope)
 
-Three forms compute the same outputs (chapter 16 names them so):
+Three forms compute the same outputs (chapter 17 names them so):
 
 1. expanded: every cached latent expanded into each head's key and value (``absorb=False``);
 2. absorbed, at run time: ``q_nope,h . (c W_UK,h) = (q_nope,h W_UK,h^T) . c``, so the scores are
@@ -67,7 +67,7 @@ class LatentCache:
     ``LatentCache()`` grows with ``torch.cat``; ``LatentCache(max_tokens=T_max)`` allocates room for
     ``T_max`` tokens at the first update and writes each step's rows into it in place (as
     ``KVCache(max_tokens=...)``; ``GPT.generate`` uses that form). It keeps every token: MLA's layer
-    attends to all of them (chapter 15's rolling caches are multi-head attention's), so :attr:`window`
+    attends to all of them (chapter 16's rolling caches are multi-head attention's), so :attr:`window`
     is always None and :attr:`seen` equals ``len(cache)``.
 
     Args:
@@ -96,7 +96,7 @@ class LatentCache:
         self.max_tokens = None if max_tokens is None else ensure_int("max_tokens", max_tokens)
         self.c: torch.Tensor | None = None  # (B, 1, T_cached, kv_rank): the latents
         self.k_rope: torch.Tensor | None = None  # (B, 1, T_cached, d_head_rope): the rotated keys
-        self.index_keys: torch.Tensor | None = None  # chapter 19: DeepSeek-V3.2's indexer keys (B, T_cached, d_I)
+        self.index_keys: torch.Tensor | None = None  # chapter 20: DeepSeek-V3.2's indexer keys (B, T_cached, d_I)
         self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, 1, max_tokens, width) each
 
     def __len__(self) -> int:
@@ -193,15 +193,15 @@ class MultiHeadLatentAttention(nn.Module):
         d_head_rope: the rotated part's width, even (default ``d_head_nope // 2``; V3: 64).
         d_head_v: each head's value width (default ``d_head_nope``; V3: 128).
         rope_base: RoPE's frequency base.
-        absorb: compute the absorbed form (form 2 of chapter 16): the scores against the latent,
+        absorb: compute the absorbed form (form 2 of chapter 17): the scores against the latent,
             the latents mixed and expanded once, no key or value expanded (same outputs to
             float rounding; the form for generating). False: the expanded form (form 1).
         norm_eps: the ``eps`` of the two RMSNorms (DeepSeek: 1e-6).
-        rope_scaling: chapter 18, a :class:`~attnlib.rope_scaling.RopeScaling` of the rotated part
+        rope_scaling: chapter 19, a :class:`~attnlib.rope_scaling.RopeScaling` of the rotated part
             (DeepSeek-V3: YaRN, factor 40); with YaRN's ``mscale_all_dim`` the scores' scale is also
             multiplied by ``mscale(s, mscale_all_dim)^2`` (:func:`yarn_score_scale`).
 
-    Chapter 19, DeepSeek-V3.2: set ``indexer`` (a :class:`~attnlib.sparse.LightningIndexer`) and ``index_topk``
+    Chapter 20, DeepSeek-V3.2: set ``indexer`` (a :class:`~attnlib.sparse.LightningIndexer`) and ``index_topk``
     (``from_hf(DeepseekV32Attention)`` does) and each query attends to its ``index_topk`` best keys by the
     indexer's scores (:meth:`select`); its cache then keeps the indexer's keys too (``LatentCache.index_keys``).
 
@@ -241,7 +241,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.pos_enc = RoPE(self.d_head_rope, self.rope_base, scaling=rope_scaling)  # the rotated part's positions
         d_qk = self.d_head_nope + self.d_head_rope  # a head's query and key width
         self.scale = yarn_score_scale(d_qk, rope_scaling)  # 1 / sqrt(d_qk), DeepSeek's YaRN: times mscale^2
-        # chapter 19, DeepSeek-V3.2: a LightningIndexer and how many keys each query keeps (None: every key)
+        # chapter 20, DeepSeek-V3.2: a LightningIndexer and how many keys each query keeps (None: every key)
         self.indexer, self.index_topk = None, None
         if q_rank is None:
             self.w_q = Linear(d_model, n_heads * d_qk, bias=False)  # (d_model) -> (n_heads * d_qk)
@@ -299,7 +299,7 @@ class MultiHeadLatentAttention(nn.Module):
             mask = None if T == 1 else causal_mask(T, T_k, device=x.device, align="bottom_right")
         elif is_causal:
             mask = causal_mask(T, T_k, device=x.device)
-        if self.indexer is not None and is_causal:  # chapter 19, DeepSeek Sparse Attention: each query's top-k keys
+        if self.indexer is not None and is_causal:  # chapter 20, DeepSeek Sparse Attention: each query's top-k keys
             mask = self.select(x, q_latent, pos, kv_cache)  # (B, 1, T, T_k), within the causal mask
         scale = self.scale
 
@@ -328,7 +328,7 @@ class MultiHeadLatentAttention(nn.Module):
         return out, (weights if need_weights else None)
 
     def select(self, x, q_latent, pos, kv_cache) -> torch.Tensor:
-        """Chapter 19, DeepSeek-V3.2: the lightning indexer scores every key so far, and each query keeps its
+        """Chapter 20, DeepSeek-V3.2: the lightning indexer scores every key so far, and each query keeps its
         ``index_topk`` best allowed ones (:func:`~attnlib.sparse.topk_mask`): a mask ``(B, 1, T, T_k)``, one for
         every head. With a cache, the indexer's keys are kept beside the latents."""
         past = None if kv_cache is None else kv_cache.index_keys

@@ -13,7 +13,7 @@ sums to 1. The equivalent float mask is added to the scores:
 
 Two masks cover most uses: the causal mask (a token sees itself and the
 tokens before it, never the future) and the padding mask (never attend to
-the padding after a sequence's last real token). Chapter 15 adds the sliding
+the padding after a sequence's last real token). Chapter 16 adds the sliding
 window: the causal mask cut to the last ``window`` keys.
 """
 
@@ -73,7 +73,7 @@ def causal_mask(T_q: int, T_k: int | None = None, device=None, align: str = "top
 def sliding_window_mask(
     T_q: int, T_k: int | None = None, *, window: int, align: str = "top_left", device=None
 ) -> torch.Tensor:
-    """The sliding-window (band) mask: query ``i`` may attend to keys ``i - window + 1 .. i`` (chapter 15).
+    """The sliding-window (band) mask: query ``i`` may attend to keys ``i - window + 1 .. i`` (chapter 16).
 
     ``mask[i, j] = (i - window < j <= i)`` with ``align="top_left"`` (default); with
     ``align="bottom_right"`` query ``i`` is token ``i + T_k - T_q`` (new tokens after cached

@@ -17,7 +17,7 @@ a time, with a KV cache per layer (``use_cache=True``) or by running the whole s
 again at every step (``use_cache=False``): the same tokens. ``GPTConfig(n_kv_heads=...)``
 gives every layer grouped-query attention.
 
-Chapter 14: the same model with the options of today's open models (Llama 3, Qwen3,
+Chapter 15: the same model with the options of today's open models (Llama 3, Qwen3,
 Mistral): ``GPTConfig(positions="rope", norm="rmsnorm", mlp="swiglu", bias=False,
 tie_embeddings=False, n_kv_heads=..., d_head=..., qk_norm=...)``::
 
@@ -69,7 +69,7 @@ class GPT(nn.Module):
     ``lm_head.weight is tok_emb.weight``. Weights start as in GPT-2: normal with std 0.02,
     ``0.02 / sqrt(2 n_layers)`` for the projections that write into the residual stream.
     With ``positions="rope"`` (or ``"none"``) there is no ``pos_emb``: ``x = tok_emb[ids]``, and
-    every attention layer rotates its queries and keys by position (chapter 14).
+    every attention layer rotates its queries and keys by position (chapter 15).
 
     Args:
         config: a :class:`GPTConfig`.
@@ -132,7 +132,7 @@ class GPT(nn.Module):
         positions ``T_cached .. T_cached + T - 1``, attend to the cached tokens and to each
         other (causally), and their keys and values are appended to the caches. The logits
         equal those of the last ``T`` positions of a forward pass over the whole sequence.
-        ``positions="in_cache"`` (chapter 15, StreamingLLM, with rolling caches): every full-attention
+        ``positions="in_cache"`` (chapter 16, StreamingLLM, with rolling caches): every full-attention
         RoPE layer counts positions within its cache (``MultiHeadAttention.forward``'s
         ``positions="in_cache"``); a sliding layer keeps each token's own position, which its window makes
         exact. ``None`` (default): each token's position in the sequence.
@@ -172,7 +172,7 @@ class GPT(nn.Module):
         # (RoPE: each attention layer rotates q and k by the same positions, from its cache's count)
         x = self.tok_emb(ids)  # (B, T, d_model)
         if self.config.embed_scale != 1.0:
-            x = x * self.config.embed_scale  # chapter 18: Gemma's sqrt(d_model), Granite's multiplier
+            x = x * self.config.embed_scale  # chapter 19: Gemma's sqrt(d_model), Granite's multiplier
         if self.pos_emb is not None:
             x = x + self.pos_emb(pos)  # (B, T, d_model) + (T, d_model) -> (B, T, d_model)
         caches = kv_cache if kv_cache is not None else [None] * len(self.blocks)
@@ -191,7 +191,7 @@ class GPT(nn.Module):
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """The logits of the final hidden states ``x`` ``(..., d_model)``: ``x W_head^T``, ``(..., vocab_size)``.
 
-        Chapter 18: times ``logit_scale`` (Cohere, Granite), then soft-capped, ``c tanh(z / c)`` with
+        Chapter 19: times ``logit_scale`` (Cohere, Granite), then soft-capped, ``c tanh(z / c)`` with
         ``c = logit_softcap`` (Gemma 2), where the config sets them.
         """
         logits = self.lm_head(x)  # (..., d_model) -> (..., vocab_size)
@@ -219,7 +219,7 @@ class GPT(nn.Module):
         (position ``T``, its query attending to all cached keys); ``use_cache=False`` runs
         the whole sequence through the model again at every step. A sliding layer
         (``config.sliding_window``) keeps only its window, ``KVCache(window=...)``, whose memory
-        stays constant however many tokens are generated (chapter 15). Both give the same tokens;
+        stays constant however many tokens are generated (chapter 16). Both give the same tokens;
         both compute the output head for the last position only (it is ``vocab_size`` wide).
 
         Args:
@@ -227,7 +227,7 @@ class GPT(nn.Module):
             max_new_tokens: how many tokens to append, ``>= 0``, with
                 ``T0 + max_new_tokens <= context_length`` (the learned positions end there).
             use_cache: keep the keys and values (True) or recompute everything (False).
-            cache_window, cache_sinks: chapter 15, StreamingLLM: a new token attends to the first
+            cache_window, cache_sinks: chapter 16, StreamingLLM: a new token attends to the first
                 ``cache_sinks`` tokens and the last ``cache_window`` (itself included): between
                 steps every layer's cache keeps the sinks and the last ``cache_window - 1``
                 (``KVCache(window=..., sinks=...)``), with positions counted within the cache,

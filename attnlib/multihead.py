@@ -17,14 +17,14 @@ only a reshape: one matrix holds all the heads' ``W_Q^h`` side by side, so
 chapters add them::
 
     project         Q = x W_Q, K = c W_K, V = c W_V, split into heads              chapter 6
-    normalize       QK-norm: an RMSNorm over each head's queries and keys          chapter 14
-    place           the positions: RoPE rotates q and k (NoPE: nothing)           chapters 9, 14
-    append          the new keys and values appended to the KV cache              chapters 12, 15
-    build_mask      causal, after a cache, cut to a window                        chapters 4, 15
-    place_in_cache  StreamingLLM only: RoPE by the index in the cache             chapter 15
-    attend          softmax(q k^T / sqrt(d_head) + M) v; learned sinks            chapters 5, 15
-    gate            the output gate: a head's output times sigmoid(x W_G)         chapter 19
-    mask_heads      head ablation: a head's output times head_mask[h]             chapter 17
+    normalize       QK-norm: an RMSNorm over each head's queries and keys          chapter 15
+    place           the positions: RoPE rotates q and k (NoPE: nothing)           chapters 9, 15
+    append          the new keys and values appended to the KV cache              chapters 12, 16
+    build_mask      causal, after a cache, cut to a window                        chapters 4, 16
+    place_in_cache  StreamingLLM only: RoPE by the index in the cache             chapter 16
+    attend          softmax(q k^T / sqrt(d_head) + M) v; learned sinks            chapters 5, 16
+    gate            the output gate: a head's output times sigmoid(x W_G)         chapter 20
+    mask_heads      head ablation: a head's output times head_mask[h]             chapter 18
     w_o             the heads merged and projected out                            chapter 6
 
 Chapter 12 adds two things for generating text one token at a time:
@@ -66,7 +66,7 @@ __all__ = ["split_heads", "merge_heads", "repeat_kv", "KVCache", "MultiHeadAtten
 
 
 def softmax_with_sink(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
-    """Chapter 15, gpt-oss's learned sinks: a softmax over each row's scores and one more logit per head.
+    """Chapter 16, gpt-oss's learned sinks: a softmax over each row's scores and one more logit per head.
 
     ``weights[..., j] = exp(s_j) / (exp(b_h) + sum_k exp(s_k))``: the softmax over the row and the
     sink logit ``b_h``, with the sink's column dropped, so each row sums to less than 1 and the
@@ -103,7 +103,7 @@ class MultiHeadAttention(nn.Module):
     query head ``h`` attends with key/value head ``h // (n_heads // n_kv_heads)``
     (:func:`repeat_kv`).
 
-    Chapter 14 (Llama, Qwen3): with ``rope=True`` each head's query and key are rotated by
+    Chapter 15 (Llama, Qwen3): with ``rope=True`` each head's query and key are rotated by
     their positions after the projections, before the scores,
     ``Q_h = RoPE(x W_Q,h)``, ``K_h = RoPE(x W_K,h)`` (:func:`~attnlib.positions.apply_rope`,
     interleaved pairs), and the values are not; with ``qk_norm=True`` an RMSNorm over
@@ -113,7 +113,7 @@ class MultiHeadAttention(nn.Module):
     one object, ``pos_enc``: :class:`~attnlib.positions.RoPE` ``(d_head, rope_base)`` with ``rope=True``,
     :class:`~attnlib.positions.NoPE` otherwise (positions added before the first layer, or none).
 
-    Chapter 15: ``sliding_window`` cuts the causal mask to the last ``sliding_window`` keys;
+    Chapter 16: ``sliding_window`` cuts the causal mask to the last ``sliding_window`` keys;
     ``learned_sinks`` adds one logit per head, ``sinks`` ``(n_heads,)``, to each row's softmax
     (:func:`softmax_with_sink`).
 
@@ -133,10 +133,10 @@ class MultiHeadAttention(nn.Module):
         sliding_window: each query attends to the last ``sliding_window`` keys, itself included
             (needs ``is_causal=True``); ``None`` (default): every earlier key.
         learned_sinks: one learned logit per head that joins each row's softmax (gpt-oss).
-        rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias: chapter 18's options, as ``GPTConfig``'s.
-        output_gate: chapter 19, a gate ``sigmoid(x W_G)`` on each head's output (``w_g``, Qwen3-Next).
+        rope_scaling, rotary_dim, scale, softcap, qkv_bias, out_bias: chapter 19's options, as ``GPTConfig``'s.
+        output_gate: chapter 20, a gate ``sigmoid(x W_G)`` on each head's output (``w_g``, Qwen3-Next).
 
-    Chapter 17: ``head_mask``, None or a float tensor ``(n_heads,)`` set on the layer
+    Chapter 18: ``head_mask``, None or a float tensor ``(n_heads,)`` set on the layer
     (``layer.head_mask = torch.tensor([1.0, 0.0, ...])``), multiplies each head's output before
     ``W_O``: 0 ablates a head (:meth:`mask_heads`). The weights returned are the heads' own, unmasked.
 
@@ -187,7 +187,7 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads = ensure_kv_heads(n_heads, n_kv_heads)  # None -> n_heads
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.dropout = float(dropout)
-        # how positions enter (chapters 9, 14): RoPE rotates q and k inside the layer; NoPE leaves them
+        # how positions enter (chapters 9, 15): RoPE rotates q and k inside the layer; NoPE leaves them
         self.rope_base = float(rope_base)  # kept with rope=False too: the checks and chapters read it
         self.pos_enc = RoPE(d_head, self.rope_base, scaling=rope_scaling, rotary_dim=rotary_dim) if rope else NoPE()
         d_q, d_kv = n_heads * d_head, self.n_kv_heads * d_head  # both d_model for plain multi-head attention
@@ -196,22 +196,22 @@ class MultiHeadAttention(nn.Module):
         self.w_k = Linear(d_model, d_kv, bias=qkv_bias)  # (d_model) -> (n_kv_heads * d_head)
         self.w_v = Linear(d_model, d_kv, bias=qkv_bias)
         self.w_o = Linear(d_q, d_model, bias=out_bias)  # (n_heads * d_head) -> (d_model)
-        # QK-norm (chapter 14): an RMSNorm on queries and keys before RoPE, over each head's d_head (with gains
-        # or, "unweighted", without) or over the whole projection ("projection", chapter 18)
+        # QK-norm (chapter 15): an RMSNorm on queries and keys before RoPE, over each head's d_head (with gains
+        # or, "unweighted", without) or over the whole projection ("projection", chapter 19)
         self.qk_norm = "head" if qk_norm is True else (qk_norm or None)
         q_width, k_width = (d_q, d_kv) if self.qk_norm == "projection" else (d_head, d_head)
         gains = self.qk_norm != "unweighted"
         self.q_norm = nn.RMSNorm(q_width, eps=norm_eps, elementwise_affine=gains) if self.qk_norm else None
         self.k_norm = nn.RMSNorm(k_width, eps=norm_eps, elementwise_affine=gains) if self.qk_norm else None
-        # chapter 18: the factor on the scores (None: 1 / sqrt(d_head)) and Gemma 2's soft cap on them
+        # chapter 19: the factor on the scores (None: 1 / sqrt(d_head)) and Gemma 2's soft cap on them
         self.scale, self.softcap = scale, softcap
-        # chapter 19, gated attention (Qwen3-Next): each head's output times sigmoid(x W_G), before W_O
+        # chapter 20, gated attention (Qwen3-Next): each head's output times sigmoid(x W_G), before W_O
         self.w_g = Linear(d_model, d_q, bias=qkv_bias) if ensure_bool("output_gate", output_gate) else None
         self.attn_dropout = nn.Dropout(self.dropout)
-        # chapter 15: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
+        # chapter 16: attend to the last sliding_window keys only; learned sinks: one logit per head (gpt-oss)
         self.sliding_window = sliding_window
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if learned_sinks else None
-        # chapter 17, head ablation: None, or (n_heads,) factors on the heads' outputs (0 removes a head)
+        # chapter 18, head ablation: None, or (n_heads,) factors on the heads' outputs (0 removes a head)
         self.register_buffer("head_mask", None, persistent=False)
 
     @property
@@ -262,7 +262,7 @@ class MultiHeadAttention(nn.Module):
                 ``(..., T)`` (one row per sequence); ``None`` (default):
                 ``T_cached .. T_cached + T - 1``, the tokens after the cached ones. The
                 cache keeps rotated keys: a cached token keeps the rotation of its position.
-                ``"in_cache"`` (chapter 15, StreamingLLM, with a ``kv_cache``): positions are
+                ``"in_cache"`` (chapter 16, StreamingLLM, with a ``kv_cache``): positions are
                 counted within the cache instead; keys are cached unrotated, and at every step
                 each held key is rotated by its index in the cache, the queries by the last ones.
 
@@ -301,8 +301,8 @@ class MultiHeadAttention(nn.Module):
         return q, k, v
 
     def normalize(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Chapter 14, QK-norm (``qk_norm=True``): ``q_h / rms(q_h) * g_q`` and ``k_h / rms(k_h) * g_k``,
-        an RMSNorm over each head's ``d_head``; chapter 18: without gains (``"unweighted"``, Llama 4), or
+        """Chapter 15, QK-norm (``qk_norm=True``): ``q_h / rms(q_h) * g_q`` and ``k_h / rms(k_h) * g_k``,
+        an RMSNorm over each head's ``d_head``; chapter 19: without gains (``"unweighted"``, Llama 4), or
         one RMSNorm over all heads' ``n_heads * d_head`` (``"projection"``, OLMo 2/3); without QK-norm,
         ``q`` and ``k`` unchanged. Shapes kept."""
         if self.q_norm is None:
@@ -313,7 +313,7 @@ class MultiHeadAttention(nn.Module):
         return self.q_norm(q), self.k_norm(k)
 
     def place(self, q, k, kv_cache: KVCache | None, positions, lead: torch.Size) -> tuple[torch.Tensor, torch.Tensor]:
-        """Chapters 9 and 14: the positions of the new tokens placed on ``q`` and ``k`` ``(B, heads, T, d_head)``
+        """Chapters 9 and 15: the positions of the new tokens placed on ``q`` and ``k`` ``(B, heads, T, d_head)``
         by the layer's :attr:`pos_enc`: :class:`~attnlib.positions.RoPE` rotates pair ``i`` of the token at
         position ``m`` by ``m theta_i``, :class:`~attnlib.positions.NoPE` leaves them. Positions: ``positions``
         ``(T,)`` or ``(..., T)``, or ``T_cached .. T_cached + T - 1`` after the cached tokens. With
@@ -329,7 +329,7 @@ class MultiHeadAttention(nn.Module):
         return self.pos_enc(q, positions), self.pos_enc(k, positions)
 
     def append(self, k: torch.Tensor, v: torch.Tensor, kv_cache: KVCache | None):
-        """Chapters 12 and 15: the new keys and values ``(B, n_kv_heads, T, d_head)`` appended to the cache.
+        """Chapters 12 and 16: the new keys and values ``(B, n_kv_heads, T, d_head)`` appended to the cache.
 
         Returns ``(k, v, k_pos)``: every key and value the new tokens attend to, ``(B, n_kv_heads, T_k,
         d_head)`` (the cached tokens first; ``k``, ``v`` themselves without a cache), and the keys'
@@ -342,7 +342,7 @@ class MultiHeadAttention(nn.Module):
         return k, v, torch.cat([held, new])  # (T_k,)
 
     def build_mask(self, attn_mask, is_causal: bool, T: int, k_pos: torch.Tensor, kv_cache: KVCache | None):
-        """Chapters 4 and 15: the mask of ``T`` new queries over the keys at positions ``k_pos`` ``(T_k,)``.
+        """Chapters 4 and 16: the mask of ``T`` new queries over the keys at positions ``k_pos`` ``(T_k,)``.
 
         Returns ``(mask, is_causal)`` for :meth:`attend`. Without ``is_causal``: ``attn_mask`` as given.
         Causal, with a window (the layer's ``sliding_window``, or a rolling cache's, whose sinks stay
@@ -375,7 +375,7 @@ class MultiHeadAttention(nn.Module):
         return allowed
 
     def place_in_cache(self, q: torch.Tensor, k: torch.Tensor, positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """Chapter 15, StreamingLLM (``positions="in_cache"``): every key ``k`` ``(B, n_kv_heads, T_k, d_head)``
+        """Chapter 16, StreamingLLM (``positions="in_cache"``): every key ``k`` ``(B, n_kv_heads, T_k, d_head)``
         rotated by its index in the cache, ``0 .. T_k - 1``, and the ``T`` queries by the last ``T`` indices,
         so positions stay below the cache's size however long the generation. Otherwise unchanged."""
         if not isinstance(positions, str):  # positions were placed before the cache
@@ -389,7 +389,7 @@ class MultiHeadAttention(nn.Module):
         head ``h // (n_heads / n_kv_heads)`` (chapter 12).
 
         ``q`` ``(B, n_heads, T, d_head)``, ``k``, ``v`` ``(B, n_kv_heads, T_k, d_head)``; ``mask`` broadcasts to
-        ``(B, n_heads, T, T_k)`` or is None. With learned sinks (chapter 15) each row's softmax has one more
+        ``(B, n_heads, T, T_k)`` or is None. With learned sinks (chapter 16) each row's softmax has one more
         logit, ``sinks[h]``, and no value: :func:`softmax_with_sink`. Returns ``(y, weights)``: ``y``
         ``(B, n_heads, T, d_head)``, ``weights`` ``(B, n_heads, T, T_k)`` (after dropout), or None with
         ``need_weights=False``, the fast path through ``F.scaled_dot_product_attention``.
@@ -403,7 +403,7 @@ class MultiHeadAttention(nn.Module):
         return weights @ v, weights  # (B, n_heads, T, T_k) @ (B, n_heads, T_k, d_head) -> (B, n_heads, T, d_head)
 
     def gate(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Chapter 19, gated attention (Qiu et al. 2025; Qwen3-Next): ``y_h * sigmoid(x W_G,h)``, each head's output
+        """Chapter 20, gated attention (Qiu et al. 2025; Qwen3-Next): ``y_h * sigmoid(x W_G,h)``, each head's output
         ``y`` ``(B, n_heads, T, d_head)`` times a gate in (0, 1) computed from the layer's input ``x`` ``(..., T,
         d_model)``, before ``W_O``; without ``output_gate``, ``y`` as it is."""
         if self.w_g is None:
@@ -412,7 +412,7 @@ class MultiHeadAttention(nn.Module):
         return y * torch.sigmoid(split_heads(self.w_g(x), self.n_heads))  # (B, n_heads, T, d_head)
 
     def mask_heads(self, y: torch.Tensor) -> torch.Tensor:
-        """Chapter 17, head ablation: head ``h``'s output ``y[:, h]`` times ``head_mask[h]`` before ``W_O``;
+        """Chapter 18, head ablation: head ``h``'s output ``y[:, h]`` times ``head_mask[h]`` before ``W_O``;
         ``head_mask[h] = 0`` removes head ``h``'s contribution, as zeroing its ``d_head`` columns of ``W_O``'s
         input would. Without a ``head_mask``, ``y`` as it is. ``y``: ``(B, n_heads, T, d_head)``, kept."""
         if self.head_mask is None:

@@ -58,7 +58,7 @@ def attention_params(
     key/value heads of ``d_head = d / n_heads``: ``W_Q`` and ``W_O`` stay ``d x d``,
     ``W_K`` and ``W_V`` are ``d x d_kv`` with ``d_kv = n_kv_heads d_head``, so
     ``2 d^2 + 2 d d_kv`` weights and ``2 d + 2 d_kv`` biases. With a ``d_head`` of its own
-    (chapter 14), ``W_Q`` is ``d x d_q`` and ``W_O`` ``d_q x d`` with ``d_q = n_heads d_head``:
+    (chapter 15), ``W_Q`` is ``d x d_q`` and ``W_O`` ``d_q x d`` with ``d_q = n_heads d_head``:
     ``2 d d_q + 2 d d_kv`` weights and ``d_q + d + 2 d_kv`` biases.
 
     Args:
@@ -92,7 +92,7 @@ def attention_params(
 def mla_params(
     d_model: int, n_heads: int, kv_rank: int, q_rank: int | None, d_head_nope: int, d_head_rope: int, d_head_v: int
 ) -> int:
-    """Parameters of one multi-head latent attention layer (chapter 16), no biases:
+    """Parameters of one multi-head latent attention layer (chapter 17), no biases:
 
     queries ``d H (n + r)`` (or ``d q_rank + q_rank + q_rank H (n + r)`` compressed, with the
     RMSNorm's gain), the latent and the shared rotated key ``d (kv_rank + r) + kv_rank`` (with its
@@ -114,7 +114,7 @@ def mla_params(
 def mlp_params(d_model: int, d_ff: int, bias: bool = True, *, gated: bool = False) -> int:
     """Parameters of the MLP ``d_model -> d_ff -> d_model``: ``2 d d_ff + d_ff + d`` (``2 d d_ff`` without biases).
 
-    ``gated=True`` is SwiGLU (chapter 14): three matrices, ``gate`` and ``up`` ``d x d_ff`` and
+    ``gated=True`` is SwiGLU (chapter 15): three matrices, ``gate`` and ``up`` ``d x d_ff`` and
     ``down`` ``d_ff x d``, so ``3 d d_ff`` weights (``+ 2 d_ff + d`` biases).
 
     Example:
@@ -171,18 +171,18 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     ensure_instance("config", config, GPTConfig, "a GPTConfig")
     d, L, b, c = config.d_model, config.n_layers, config.bias, config
     d_q, d_kv = c.n_heads * c.head_dim, (c.n_kv_heads or c.n_heads) * c.head_dim  # the projections' widths
-    if c.attention == "mla":  # chapter 16
+    if c.attention == "mla":  # chapter 17
         attention = mla_params(d, c.n_heads, c.kv_rank, c.q_rank, c.mla_nope_dim, c.mla_rope_dim, c.mla_v_dim)
     else:
         attention = attention_params(d, False, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head)
-        qkv_bias, out_bias = (b if x is None else x for x in (c.qkv_bias, c.out_bias))  # chapter 18: per projection
+        qkv_bias, out_bias = (b if x is None else x for x in (c.qkv_bias, c.out_bias))  # chapter 19: per projection
         attention += (d_q + 2 * d_kv if qkv_bias else 0) + (d if out_bias else 0)
-        attention += (d * d_q + (d_q if qkv_bias else 0)) if c.output_gate else 0  # chapter 19: W_G (and its bias)
+        attention += (d * d_q + (d_q if qkv_bias else 0)) if c.output_gate else 0  # chapter 20: W_G (and its bias)
     qk_norm = {"projection": d_q + d_kv, "unweighted": 0}.get(c.qk_norm, 2 * c.head_dim) if c.qk_norm else 0
-    sinks = c.n_heads if c.learned_sinks else 0  # chapter 15: one sink logit per head
+    sinks = c.n_heads if c.learned_sinks else 0  # chapter 16: one sink logit per head
     norms = ("LayerNorms", layernorm_params(d, b)) if c.norm == "layernorm" else ("RMSNorms", d)  # one gain
-    per_block = {"pre_norm": 2, "sandwich": 4, "post_norm": 2, "parallel": 1}[c.block]  # chapter 18: where they sit
-    n_delta = sum(c.is_recurrent(i) for i in range(L))  # chapter 19: Gated DeltaNet layers, their own parameters
+    per_block = {"pre_norm": 2, "sandwich": 4, "post_norm": 2, "parallel": 1}[c.block]  # chapter 19: where they sit
+    n_delta = sum(c.is_recurrent(i) for i in range(L))  # chapter 20: Gated DeltaNet layers, their own parameters
     delta = delta_net_params(c) if n_delta else 0
     if c.mlp == "external":
         raise fail("config", "a config whose MLP it describes (count a model with count_params)",
@@ -190,7 +190,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
     return {
         "token embeddings": c.vocab_size * d,
         "position embeddings": c.context_length * d if c.positions == "learned" else 0,
-        "attention": (L - n_delta) * (attention + qk_norm + sinks) + n_delta * delta,  # chapter 19: DeltaNet layers
+        "attention": (L - n_delta) * (attention + qk_norm + sinks) + n_delta * delta,  # chapter 20: DeltaNet layers
         "MLP": L * mlp_params(d, c.d_ff, b, gated=c.mlp in ("swiglu", "geglu")),
         norms[0]: (per_block * L + 1) * norms[1],  # per block + the final one
         "output head (untied)": 0 if c.tie_embeddings else c.vocab_size * d,
@@ -198,7 +198,7 @@ def param_breakdown(config: GPTConfig) -> dict[str, int]:
 
 
 def delta_net_params(c: GPTConfig) -> int:
-    """Parameters of one Gated DeltaNet layer (chapter 19): ``W_q``, ``W_k`` ``d x H_k d_k``; ``W_v``, ``W_z``
+    """Parameters of one Gated DeltaNet layer (chapter 20): ``W_q``, ``W_k`` ``d x H_k d_k``; ``W_v``, ``W_z``
     ``d x H d_v``; ``W_b``, ``W_a`` ``d x H``; the convolution ``(2 H_k d_k + H d_v) x conv``; ``A_log`` and
     ``dt_bias`` ``(H,)`` each; the output norm's gains ``(d_v,)``; ``W_out`` ``H d_v x d``."""
     d, H, K = c.d_model, c.delta_heads, c.delta_conv
@@ -244,13 +244,13 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     value ``(B, n_kv_heads, T, d_head)``. With ``n_kv_heads = n_heads`` it is
     ``2 n_layers B T d_model`` numbers; grouped-query attention divides it by
     ``n_heads / n_kv_heads``. The weights do not depend on ``T`` or ``B``; the cache grows
-    with both. A sliding layer (chapter 15) of window ``w`` needs no key further back than
+    with both. A sliding layer (chapter 16) of window ``w`` needs no key further back than
     ``w - 1`` tokens: after ``T`` tokens its rolling cache, ``KVCache(window=w)``, holds
     ``min(T, w - 1)`` of them until the next step (``w`` during a step, with the new token), and
     that is what is counted here, so ``kv_cache_bytes`` equals the caches' ``nbytes`` between two
     steps. StreamingLLM's sinks are an option of the cache, not of the config, and are not counted:
     ``KVCache(window=w, sinks=s)`` holds ``min(T, s + w - 1)`` tokens. Multi-head latent attention
-    (chapter 16) caches ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1), in
+    (chapter 17) caches ``kv_rank + d_head_rope`` numbers per token and layer (DeepSeek-V2's Table 1), in
     one :class:`~attnlib.latent.LatentCache` per layer, whose ``nbytes`` this equals.
 
     Args:
@@ -274,6 +274,6 @@ def kv_cache_bytes(config: GPTConfig, T: int | None = None, B: int = 1, dtype: t
     d_head = config.head_dim  # d_model // n_heads unless the config sets it
     # held: tokens summed over the layers; a sliding layer of window w keeps the last w - 1 between steps
     held = sum(T if w is None else min(T, w - 1) for w in map(config.layer_window, range(config.n_layers)))
-    if config.attention == "mla":  # the latent and the rotated key, whatever the heads (chapter 16)
+    if config.attention == "mla":  # the latent and the rotated key, whatever the heads (chapter 17)
         return held * B * (config.kv_rank + config.mla_rope_dim) * dtype.itemsize
     return 2 * held * B * n_kv_heads * d_head * dtype.itemsize

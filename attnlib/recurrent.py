@@ -1,4 +1,4 @@
-"""Chapter 19: attention as a recurrence: linear attention and Gated DeltaNet.
+"""Chapter 20: attention as a recurrence: linear attention and Gated DeltaNet.
 
 **Linear attention** (Katharopoulos et al. 2020, "Transformers are RNNs") replaces
 ``exp(q . k)`` by ``phi(q) . phi(k)`` with a feature map ``phi`` (``elu(x) + 1``, positive).

@@ -1,4 +1,4 @@
-"""Chapter 18: stretching the context. RoPE's long-context variants, as changes of its frequencies.
+"""Chapter 19: stretching the context. RoPE's long-context variants, as changes of its frequencies.
 
 A model trained on sequences of ``L0`` tokens (``original_max_position_embeddings``) has seen the
 angles ``m theta_i`` for ``m < L0`` only, with RoPE's frequencies

@@ -1,7 +1,7 @@
-"""Chapter 19: sparse attention, each query's top-k keys (DeepSeek Sparse Attention, DeepSeek-V3.2).
+"""Chapter 20: sparse attention, each query's top-k keys (DeepSeek Sparse Attention, DeepSeek-V3.2).
 
 Softmax attention over ``T`` keys costs every query ``T`` dot products with ``d_head``-wide keys in
-every head. DeepSeek-V3.2 (DeepSeek-AI 2025) keeps MLA (chapter 16) but lets each query attend to
+every head. DeepSeek-V3.2 (DeepSeek-AI 2025) keeps MLA (chapter 17) but lets each query attend to
 only ``k`` keys (2,048 in V3.2), chosen by a small, cheap scorer, the **lightning indexer**::
 
     q_I[t, h] = RoPE(c_q[t] W_Iq,h)                     # (H_I, d_I): the indexer's own query heads,

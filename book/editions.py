@@ -9,7 +9,7 @@ the same executed code and the same numbers.
 
     python book/editions.py build       # both editions: _build/html/ and _build/html/zh/  (make book)
     python book/editions.py catalogs    # re-extract the English text, update the .po files (make catalogs)
-    python book/editions.py catalogs notebooks/15_local_attention ...  # the same, for these pages' catalogs only
+    python book/editions.py catalogs notebooks/16_local_attention ...  # the same, for these pages' catalogs only
     python book/editions.py extract DIR # only extract the .pot templates into DIR (the tests compare them)
     python book/editions.py notebooks   # Chinese notebooks in notebooks/zh/ (make notebooks-zh)
     python book/editions.py lint FILE.po ...  # untranslated, fuzzy, markup changed, terms (tests do the same)
@@ -235,7 +235,7 @@ def _add_exercise_titles(pot_dir: Path) -> None:
 
 def catalogs(pages: list[str] | None = None) -> None:
     """Re-extract the English text and update locales/zh_CN: new messages empty, changed ones fuzzy.
-    With ``pages`` (docnames such as ``notebooks/15_local_attention``), only those pages' catalogs."""
+    With ``pages`` (docnames such as ``notebooks/16_local_attention``), only those pages' catalogs."""
     pot = extract(Path(tempfile.mkdtemp(prefix="pot-", dir=WORK)))
     if pages:
         missing = [p for p in pages if not (pot / f"{p}.pot").exists()]

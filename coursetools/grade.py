@@ -55,7 +55,7 @@ def __attnlib_run_cases(name, spec, cases_path, results_path, cost_path):
     import torch
     from attnlib.model import GPTConfig
     from attnlib.rope_scaling import RopeScaling
-    torch.serialization.add_safe_globals([GPTConfig, RopeScaling])  # a case may hold a config (chapters 17, 18)
+    torch.serialization.add_safe_globals([GPTConfig, RopeScaling])  # a case may hold a config (chapters 18, 19)
     guard = {{}}
     exec({guard!r}, guard)
     codes = guard["_resolve"](spec)
@@ -314,7 +314,7 @@ def _grade_exercise(client, check: Check, tmp: Path, timeout: float) -> Result:
     cases = check.cases()
     cases_path, results_path = tmp / f"{check.exercise}.cases.pt", tmp / f"{check.exercise}.results.pt"
     torch.save([args for _, args in cases], cases_path)
-    cost_path = None  # a checker that also counts the answer's multiply-adds (chapter 16's forms)
+    cost_path = None  # a checker that also counts the answer's multiply-adds (chapter 17's forms)
     if hasattr(check, "cost_case"):
         cost_path = tmp / f"{check.exercise}.cost.pt"
         torch.save(check.cost_case(), cost_path)

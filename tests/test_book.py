@@ -138,7 +138,7 @@ def test_chinese_search_index_has_the_course_terms(book_build):
 
 
 def test_chapter_numbers_continue_across_parts(book_build):
-    """Part III starts at chapter 14: the chapters are numbered 1, 2, ... in the navigation of
+    """Part III starts at chapter 15: the chapters are numbered 1, 2, ... in the navigation of
     both editions, across the parts (Jupyter Book's multi-toctree numbering), not from 1 again."""
     assert book_build.returncode == 0
     for root in (HTML, ZH):

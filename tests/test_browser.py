@@ -223,7 +223,7 @@ def _save_screenshot(driver, path: Path) -> None:
 
 
 # The chapters where the issue asks for the attention explorer (issue 23)
-EXPLORED = {"02", "04", "06", "08", "10", "12", "15"}
+EXPLORED = {"02", "04", "06", "08", "10", "12", "16"}
 
 
 def _stored_explorers(chapter: str) -> list[dict]:
@@ -647,8 +647,8 @@ FIRST_RESULTS = {
         ("cross-attention", "08_cross_attention"),
         ("RoPE", "09_positions"),
         ("KV cache", "12_kv_cache"),
-        ("sliding window", "15_local_attention"),
-        ("latent attention", "16_latent_attention"),
+        ("sliding window", "16_local_attention"),
+        ("latent attention", "17_latent_attention"),
     ],
     "zh/": [
         ("注意力掩码", "04_masking"),

@@ -1,416 +1,432 @@
-"""Chapter 15's checkers: the keys a StreamingLLM cache lets a query see, the softmax with a learned
-sink, and packed documents read through a sliding window. Each reference is checked against an
-independent one: the definitions written as loops, what attnlib's KVCache holds step by step,
-transformers' gpt-oss attention, attnlib's layer with learned sinks, and PyTorch's FlexAttention
-rules combined with and_masks. The notebook's solutions pass, and the classic mistakes fail."""
+"""Chapter 15's checkers: the permutation of Meta's conversion script, the largest score QK-norm
+allows, and Qwen3's attention layer. Each reference is checked against an independent one:
+the conversion script's own line and Hugging Face's rotate-half RoPE, RMSNorm layers pushed to
+their largest score, and transformers' Qwen3Attention with the same weights. The notebook's
+solutions pass, and the classic mistakes fail."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
-from _solutions import fails, notebook_solution
+from _solutions import notebook_solution
 
-from attnlib import KVCache, MultiHeadAttention, check, merge_heads, sliding_window_mask, split_heads
+from attnlib import apply_rope, check
 from attnlib.check import CHECKS
 
-STREAMING = CHECKS["ch15-streaming-mask"]
-SINK = CHECKS["ch15-sink-softmax"]
-PACKED = CHECKS["ch15-packed-window"]
-NOTEBOOK = "15_local_attention.ipynb"
+ROTATE_HALF = CHECKS["ch15-rotate-half"]
+BOUND = CHECKS["ch15-qk-norm-bound"]
+QWEN3 = CHECKS["ch15-qwen3-attention"]
+F64 = torch.float64
+NOTEBOOK = "15_modern_attention.ipynb"
 
 
-def _fails(checker, wrong, match, diagnosis):
-    fails(checker, wrong, match, diagnosis)
+def _told(info, diagnosis):
+    """A first failed check: with a diagnosis, it says that and holds the hint back; without one, the hint."""
+    message = str(info.value)
+    if diagnosis is None:
+        assert "diagnosis:" not in message and "hint:" in message
+    else:
+        said = message.partition("  diagnosis: ")[2]
+        assert diagnosis in said.partition("\n")[0] and "next failed check" in message and "hint:" not in message
 
 
 def test_registered_under_their_exercises():
-    assert STREAMING is check.streaming_mask and STREAMING.function == "streaming_mask"
-    assert SINK is check.softmax_with_sink and SINK.function == "softmax_with_sink"
-    assert PACKED is check.packed_window_mask and PACKED.function == "packed_window_mask"
+    assert ROTATE_HALF is check.interleaved_to_rotate_half and ROTATE_HALF.function == "interleaved_to_rotate_half"
+    assert BOUND is check.largest_score and BOUND.function == "largest_score"
+    assert QWEN3 is check.qwen3_attention and QWEN3.function == "qwen3_attention"
 
 
-def test_the_notebooks_solutions_pass(capsys):
-    for entry in (STREAMING, SINK, PACKED):
-        entry(notebook_solution(NOTEBOOK, entry.function))
+# ------------------------------------------------------------------ ch15-rotate-half
+
+
+def _script_permute(w, n_heads, dim1, dim2):
+    """transformers' convert_llama_weights_to_hf.py, "permute for sliced rotary", as it is written there."""
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+def test_rotate_half_reference_is_the_conversion_scripts_permutation():
+    for label, (w, n_heads) in ROTATE_HALF.cases():
+        got = ROTATE_HALF.reference(w, n_heads)
+        matrix = w if w.dim() == 2 else w[:, None]  # the script permutes matrices: a vector as one column
+        expected = _script_permute(matrix, n_heads, matrix.shape[0], matrix.shape[1]).reshape(w.shape)
+        assert got.dtype == w.dtype and torch.equal(got, expected), label
+
+
+def test_rotate_half_rows_give_hugging_faces_rope_the_same_scores():
+    """Interleaved RoPE (attnlib) on x @ W^T, and transformers' rotate-half RoPE on x @ permuted(W)^T:
+    the same scores, head by head."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    g = torch.Generator().manual_seed(0)
+    n_heads, d_head, d_model, T = 3, 8, 12, 7
+    x = torch.randn(1, T, d_model, generator=g, dtype=F64)
+    w_q, w_k = (torch.randn(n_heads * d_head, d_model, generator=g, dtype=F64) for _ in range(2))  # (out, in)
+
+    def heads(y):  # (1, T, n_heads * d_head) -> (1, n_heads, T, d_head)
+        return y.view(1, T, n_heads, d_head).transpose(1, 2)
+
+    q, k = apply_rope(heads(x @ w_q.T), base=500000.0), apply_rope(heads(x @ w_k.T), base=500000.0)
+    theta = 500000.0 ** (-torch.arange(0, d_head, 2, dtype=F64) / d_head)  # (d_head/2,)
+    angles = torch.arange(T, dtype=F64)[:, None] * theta  # (T, d_head/2)
+    cos, sin = torch.cat([angles.cos()] * 2, -1)[None], torch.cat([angles.sin()] * 2, -1)[None]  # HF's (1, T, d_head)
+    q_hf, k_hf = apply_rotary_pos_emb(
+        heads(x @ ROTATE_HALF.reference(w_q, n_heads).T), heads(x @ ROTATE_HALF.reference(w_k, n_heads).T), cos, sin
+    )
+    torch.testing.assert_close(q_hf @ k_hf.transpose(-2, -1), q @ k.transpose(-2, -1))
+    q_unpermuted, k_unpermuted = apply_rotary_pos_emb(heads(x @ w_q.T), heads(x @ w_k.T), cos, sin)
+    assert not torch.allclose(q_unpermuted @ k_unpermuted.transpose(-2, -1), q @ k.transpose(-2, -1), atol=1e-3)
+
+
+def test_rotate_half_undoes_attnlibs_conversion_from_hugging_face():
+    hf = pytest.importorskip("attnlib.hf")
+    for label, (w, n_heads) in ROTATE_HALF.cases():
+        if w.dim() == 2:
+            assert torch.equal(hf.rotate_half_to_interleaved(ROTATE_HALF.reference(w, n_heads), n_heads), w), label
+
+
+# ------------------------------------------------------------------ ch15-qk-norm-bound
+
+
+def _score(g_q, g_k, q, k):
+    """A QK-normed head's score of q and k (RMSNorm without eps, as nn.RMSNorm with eps 0 computes it)."""
+    d = g_q.shape[0]
+    q_norm, k_norm = torch.nn.RMSNorm(d, eps=0.0).double(), torch.nn.RMSNorm(d, eps=0.0).double()
+    with torch.no_grad():
+        q_norm.weight.copy_(g_q)
+        k_norm.weight.copy_(g_k)
+        return (q_norm(q) @ k_norm(k).T / math.sqrt(d)).abs()
+
+
+def test_bound_is_reached_and_never_passed():
+    g = torch.Generator().manual_seed(1)
+    for label, (g_q, g_k) in BOUND.cases():
+        g_q, g_k = g_q.double(), g_k.double()
+        bound = BOUND.reference(g_q, g_k)
+        d = g_q.shape[0]
+        axis = (g_q * g_k).abs().argmax()
+        reached = _score(g_q, g_k, torch.eye(d, dtype=F64)[axis][None] * 3.0, torch.eye(d, dtype=F64)[axis][None])
+        assert math.isclose(reached.item(), bound, rel_tol=1e-12), label
+        q, k = (torch.randn(500, d, generator=g, dtype=F64) for _ in range(2))
+        random = _score(g_q, g_k, q, k)
+        assert random.max().item() <= bound * (1 + 1e-12), label
+
+
+def test_bound_examples():
+    assert BOUND.reference(torch.ones(128), torch.ones(128)) == pytest.approx(math.sqrt(128))
+    assert BOUND.reference(torch.tensor([4.0, 1.0]), torch.tensor([0.1, 3.0])) == pytest.approx(3 * math.sqrt(2))
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        (lambda g_q, g_k: math.sqrt(len(g_q)), r"wrong value.*case: g_q = 2", None),  # the gains forgotten
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * g_q.abs().max().item() * g_k.abs().max().item(),
+            r"case: the largest",
+            "you multiplied max|g_q| by max|g_k|",
+        ),
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).max().item(),
+            r"case: a negative gain",
+            "you kept the sign of the products",
+        ),
+        (
+            lambda g_q, g_k: len(g_q) * (g_q * g_k).abs().max().item(),
+            r"case: gains 1, as initialised",
+            "you left out the score's 1 / sqrt(d_head)",
+        ),
+        (
+            lambda g_q, g_k: 1.0 * (g_q * g_k).abs().max().item(),
+            r"case: gains 1, as initialised",
+            "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1",
+        ),  # the lengths taken as 1
+        (
+            lambda g_q, g_k: (g_q * g_k).abs().max().item() / math.sqrt(len(g_q)),
+            r"case: gains 1, as initialised",
+            "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1",
+        ),  # max / sqrt(d)
+        (
+            lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).abs().mean().item(),
+            r"case: the largest",
+            "take the max, not the mean",
+        ),
+    ],
+)
+def test_bound_classic_mistakes_are_caught_and_told(wrong, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
+        check.largest_score(wrong)
+    _told(info, diagnosis)
+
+
+def test_bound_a_0d_tensor_is_accepted_as_the_exercise_says(capsys):
+    """The exercise asks for a number and says that a 0-d tensor is accepted too (the checkers turn a
+    one-element tensor into a number); a wrong one is still rejected."""
+    check.largest_score(lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q.double() * g_k.double()).abs().max())
+    assert "check.largest_score: all" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"(?s)wrong value.*diagnosis: you kept the sign"):
+        check.largest_score(lambda g_q, g_k: math.sqrt(len(g_q)) * (g_q * g_k).max())
+    exercise = next(cell for cell in _notebook_cells() if "label: ch15-qk-norm-bound" in cell and "{exercise}" in cell)
+    assert "a 0-d tensor is accepted too" in " ".join(exercise.split())
+
+
+def _notebook_cells():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / NOTEBOOK
+    return ["".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+
+
+# ------------------------------------------------------------------ ch15-qwen3-attention
+
+
+def _hugging_face_qwen3(x, w_q, w_k, w_v, w_o, g_q, g_k):
+    """transformers' Qwen3Attention with these weights: nn.Linear stores (out, in), so the transposes; its
+    rotate-half RoPE wants the rows of W_Q, W_K and the QK-norm gains permuted as Meta's conversion does."""
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention, Qwen3RotaryEmbedding
+
+    B, T, d_model = x.shape
+    d_head = g_q.shape[0]
+    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
+    config = Qwen3Config(
+        vocab_size=8,
+        hidden_size=d_model,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_kv,
+        head_dim=d_head,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        attn_implementation="eager",
+    )
+    layer = Qwen3Attention(config, layer_idx=0).to(x.dtype).eval()
+    per_head = ROTATE_HALF.reference
+    with torch.no_grad():
+        layer.q_proj.weight.copy_(per_head(w_q.T, n_heads))
+        layer.k_proj.weight.copy_(per_head(w_k.T, n_kv))
+        layer.v_proj.weight.copy_(w_v.T)
+        layer.o_proj.weight.copy_(w_o.T)
+        layer.q_norm.weight.copy_(per_head(g_q, 1))
+        layer.k_norm.weight.copy_(per_head(g_k, 1))
+        cos, sin = Qwen3RotaryEmbedding(config)(x, torch.arange(T)[None].expand(B, T))
+        mask = torch.full((T, T), float("-inf"), dtype=x.dtype).triu(1)[None, None]  # (1, 1, T, T): added
+        return layer(x, position_embeddings=(cos, sin), attention_mask=mask)[0]
+
+
+def test_qwen3_reference_equals_transformers_qwen3_attention():
+    for label, args in QWEN3.cases():
+        args64 = tuple(a.double() for a in args)
+        theirs = _hugging_face_qwen3(*args64)  # its RMSNorm and its cos, sin are computed in float32
+        torch.testing.assert_close(QWEN3.reference(*args64), theirs, atol=1e-5, rtol=1e-5, msg=label)
+        assert QWEN3.reference(*args).dtype == args[0].dtype, label
+
+
+def test_qwen3_reference_equals_attnlibs_layer():
+    """attnlib's MultiHeadAttention with d_head, RoPE base 1e6 and QK-norm (eps 1e-6), loaded with the weights."""
+    from attnlib import MultiHeadAttention
+
+    label, (x, w_q, w_k, w_v, w_o, g_q, g_k) = QWEN3.cases()[0]
+    d_head = g_q.shape[0]
+    layer = MultiHeadAttention(
+        x.shape[-1],
+        w_q.shape[1] // d_head,
+        n_kv_heads=w_k.shape[1] // d_head,
+        bias=False,
+        d_head=d_head,
+        rope=True,
+        rope_base=1e6,
+        qk_norm=True,
+        norm_eps=1e-6,
+    ).eval()
+    with torch.no_grad():
+        for linear, w in ((layer.w_q, w_q), (layer.w_k, w_k), (layer.w_v, w_v), (layer.w_o, w_o)):
+            linear.weight.copy_(w.T)
+        layer.q_norm.weight.copy_(g_q)
+        layer.k_norm.weight.copy_(g_k)
+        out, _ = layer(x, is_causal=True)
+    torch.testing.assert_close(out, QWEN3.reference(x, w_q, w_k, w_v, w_o, g_q, g_k), atol=1e-5, rtol=1e-5)
+
+
+def test_cases_include_the_edge_cases():
+    args = [a for _, a in QWEN3.cases()]
+    assert any(w_q.shape[1] != x.shape[-1] for x, w_q, *_ in args), "n_heads * d_head != d_model"
+    assert any(w_k.shape[1] == w_q.shape[1] for _, w_q, w_k, *_ in args), "plain multi-head"
+    assert any(w_k.shape[1] == g_q.shape[0] < w_q.shape[1] for _, w_q, w_k, _, _, g_q, _ in args), "multi-query"
+    assert any(x.shape[1] == 1 for x, *_ in args) and any(x.dtype == F64 for x, *_ in args)
+    assert all(not torch.equal(g_q, torch.ones_like(g_q)) for *_, g_q, _ in args), "gains that are not 1"
+
+
+RIGHT = dict(order="norm_rope", base=1e6, share="interleave", pairs="interleaved", per_head_norm=True, causal=True)
+RIGHT["scale"] = "d_head"  # 1/sqrt(d_head), not 1/sqrt(d_model / n_heads)
+RIGHT.update(eps=1e-6, gains=True, rope_values=False)
+
+
+def _plain(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake):
+    """The exercise's steps; ``mistake`` switches one of RIGHT's choices to a classic mistake."""
+    opt = {**RIGHT, **mistake}
+    order, base, share, pairs = opt["order"], opt["base"], opt["share"], opt["pairs"]
+    per_head_norm, scale, causal, eps = opt["per_head_norm"], opt["scale"], opt["causal"], opt["eps"]
+    B, T, d_model = x.shape
+    d_head = g_q.shape[0]
+    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
+
+    def heads(y, n):
+        return y.reshape(B, T, n, d_head).transpose(1, 2)
+
+    def norm(y, gain):
+        gain = gain if opt["gains"] else 1.0
+        if per_head_norm:
+            return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps) * gain
+        flat = y.transpose(1, 2).flatten(-2)  # over all heads together: (B, T, n * d_head)
+        flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + eps)
+        return flat.unflatten(-1, (-1, d_head)).transpose(1, 2) * gain
+
+    def rope(y):
+        if pairs == "interleaved":
+            return apply_rope(y, base=base)
+        half = d_head // 2  # rotate half: dimension i with i + d_head/2
+        theta = base ** (-torch.arange(0, d_head, 2, dtype=y.dtype) / d_head)
+        angles = torch.cat([torch.arange(T, dtype=y.dtype)[:, None] * theta] * 2, -1)
+        return y * angles.cos() + torch.cat([-y[..., half:], y[..., :half]], -1) * angles.sin()
+
+    q, k, v = heads(x @ w_q, n_heads), heads(x @ w_k, n_kv), heads(x @ w_v, n_kv)
+    if order == "norm_rope":
+        q, k = rope(norm(q, g_q)), rope(norm(k, g_k))
+    elif order == "rope_norm":
+        q, k = norm(rope(q), g_q), norm(rope(k), g_k)
+    else:  # no QK-norm
+        q, k = rope(q), rope(k)
+    if opt["rope_values"]:
+        v = rope(v)
+    if share == "interleave":
+        k, v = (t.repeat_interleave(n_heads // n_kv, dim=1) for t in (k, v))
+    else:
+        k, v = (t.repeat(1, n_heads // n_kv, 1, 1) for t in (k, v))
+    d_scale = d_head if scale == "d_head" else d_model // n_heads
+    s = q @ k.transpose(-2, -1) / math.sqrt(d_scale)
+    if causal:
+        s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    y = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, n_heads * d_head)
+    return y @ w_o
+
+
+def test_qwen3_the_solutions_pass(capsys):
+    solution = notebook_solution(NOTEBOOK, "qwen3_attention", ("scaled_dot_product_attention", "MultiHeadAttention"))
+    check.qwen3_attention(solution)
+    check.qwen3_attention(_plain)
     out = capsys.readouterr().out
-    for entry in (STREAMING, SINK, PACKED):
-        assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in out
+    assert out.count(f"check.qwen3_attention: all {len(QWEN3.cases())} cases passed") == 2
+
+
+FIRST = r"wrong values.*case: d_model = 32"
+SMALL = r"wrong values.*case: W_Q and W_K 1000 times smaller"  # the case where eps counts
+
+
+@pytest.mark.parametrize(
+    "options, match, diagnosis",
+    [
+        ({"order": "rope_norm"}, FIRST, "you applied RoPE before QK-norm"),  # QK-norm after RoPE: the gains rotate
+        ({"order": "none"}, FIRST, None),  # no QK-norm
+        ({"base": 10000.0}, FIRST, "your RoPE base is 10,000"),  # Llama 2's base, not Qwen3's
+        ({"pairs": "rotate_half"}, FIRST, "you paired dimension i with i + d_head/2"),  # HF's pairs, unpermuted weights
+        ({"share": "tile"}, FIRST, "you shared the key/value heads with repeat"),  # .repeat: head h uses h % n_kv
+        ({"per_head_norm": False}, FIRST, "you normalised the whole projection at once"),  # one RMS over all heads
+        ({"scale": "d_model"}, FIRST, "you scaled the scores by 1/sqrt(d_model / n_heads)"),
+        ({"causal": False}, FIRST, "your queries see later tokens"),  # the future seen
+        ({"gains": False}, FIRST, "your QK-norm has no gains"),
+        ({"rope_values": True}, FIRST, "you rotated the values too"),
+        ({"eps": 1e-2}, FIRST, None),  # far from 1e-6: wrong at every scale
+        ({"eps": 0.0}, SMALL, "your RMSNorm's eps is not Qwen3's 1e-6"),  # H3: passed every case before
+        ({"eps": 1e-5}, SMALL, "your RMSNorm's eps is not Qwen3's 1e-6"),  # H3: passed every case before
+    ],
+)
+def test_qwen3_classic_mistakes_are_caught_and_told(options, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
+        check.qwen3_attention(lambda *a: _plain(*a, **options))
+    _told(info, diagnosis)
+
+
+def test_qwen3_the_eps_case_has_mean_squares_near_eps():
+    """The case that catches eps 0 and 1e-5: the mean square of q over each head is within 10x of 1e-6."""
+    label, (x, w_q, *_rest, g_q, g_k) = next(c for c in QWEN3.cases() if "1000 times smaller" in c[0])
+    d_head = g_q.shape[0]
+    mean_square = (x @ w_q).unflatten(-1, (-1, d_head)).pow(2).mean(-1)  # (B, T, n_heads)
+    assert 1e-7 < mean_square.median().item() < 1e-5, label
+
+
+def test_qwen3_the_dtype_is_kept():
+    with pytest.raises(AssertionError, match=r"(?s)wrong dtype.*case: float64"):
+        check.qwen3_attention(lambda *a: _plain(*a).float())
+
+
+def test_qwen3_forbids_attnlibs_layer():
+    from attnlib import MultiHeadAttention
+
+    def with_the_layer(x, w_q, w_k, w_v, w_o, g_q, g_k):
+        d_head = g_q.shape[0]
+        return MultiHeadAttention(x.shape[-1], w_q.shape[1] // d_head, d_head=d_head, bias=False)(x)[0]
+
+    with pytest.raises(AssertionError, match="asks you to write qwen3_attention without attnlib.MultiHeadAttention"):
+        check.qwen3_attention(with_the_layer)
+
+
+# ------------------------------------------------------------------ the notebook's solutions
+
+
+def test_rotate_half_and_bound_solutions_pass(capsys):
+    check.interleaved_to_rotate_half(notebook_solution(NOTEBOOK, "interleaved_to_rotate_half"))
+    check.largest_score(notebook_solution(NOTEBOOK, "largest_score"))
+    out = capsys.readouterr().out
+    assert f"all {len(ROTATE_HALF.cases())} cases passed" in out and f"all {len(BOUND.cases())} cases passed" in out
+
+
+def _by_index(w, n_heads):
+    """The right permutation, written as a list of rows: head h's even rows, then its odd rows."""
+    d_head = w.shape[0] // n_heads
+    rows = [h * d_head + i for h in range(n_heads) for i in [*range(0, d_head, 2), *range(1, d_head, 2)]]
+    return w[rows]
+
+
+def test_rotate_half_by_index_passes(capsys):
+    check.interleaved_to_rotate_half(_by_index)
+    assert "check.interleaved_to_rotate_half: all" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        # the inverse permutation (rotate half -> interleaved): the same only for d_head = 2 and 4
+        (
+            lambda w, n: w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape),
+            r"wrong values.*case: a QK-norm gain",
+            "you applied the inverse permutation",
+        ),
+        # the permutation over all rows at once, not head by head
+        (lambda w, n: _by_index(w, 1), r"wrong values.*case: rows numbered", "you permuted all the rows as one head"),
+        # columns permuted instead of rows
+        (lambda w, n: _by_index(w.T, n).T if w.dim() == 2 else w, r"case: rows numbered", None),
+        # nothing moved
+        (lambda w, n: w.clone(), r"case: rows numbered", "your rows have not moved"),
+        # the dtype lost
+        (lambda w, n: _by_index(w, n).float(), r"wrong dtype.*case: float64", "the dtype changed"),
+        # the rows reversed within each head: no diagnosis fits, the hint comes at once
+        (lambda w, n: w.unflatten(0, (n, -1)).flip(1).flatten(0, 1), r"case: rows numbered", None),
+    ],
+)
+def test_rotate_half_classic_mistakes_are_caught_and_told(wrong, match, diagnosis):
+    with pytest.raises(AssertionError, match=rf"(?s){match}.*(hint|diagnosis):") as info:
+        check.interleaved_to_rotate_half(wrong)
+    _told(info, diagnosis)
 
 
 def test_checking_leaves_the_global_random_state_alone():
     before = torch.random.get_rng_state()
-    for entry in (STREAMING, SINK, PACKED):
+    for entry in (ROTATE_HALF, BOUND, QWEN3):
         entry.cases()
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
-# ------------------------------------------------------------------ ch15-streaming-mask
-
-
-def test_streaming_reference_is_its_definition():
-    for label, (T, window, sinks) in STREAMING.cases():
-        expected = torch.tensor(
-            [[j <= i and (i - j < window or j < sinks) for j in range(T)] for i in range(T)], dtype=torch.bool
-        )
-        got = STREAMING.reference(T, window, sinks)
-        assert got.dtype == torch.bool and torch.equal(got, expected), label
-
-
-def test_streaming_reference_is_what_the_cache_holds():
-    """A sequence fed one token at a time through KVCache(window, sinks): query t attends to the
-    positions the cache held before it, and to itself."""
-    for label, (T, window, sinks) in STREAMING.cases():
-        cache = KVCache(window=window, sinks=sinks)
-        mask = STREAMING.reference(T, window, sinks)
-        for t in range(T):
-            seen = torch.zeros(T, dtype=torch.bool)
-            seen[cache.positions] = True
-            seen[t] = True
-            assert torch.equal(mask[t], seen), (label, t)
-            cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
-
-
-def test_streaming_without_sinks_is_the_band_and_with_enough_sinks_the_causal_mask():
-    for T, window in [(6, 1), (8, 3), (5, 5), (4, 9)]:
-        assert torch.equal(STREAMING.reference(T, window, 0), sliding_window_mask(T, window=window))
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        assert torch.equal(STREAMING.reference(T, window, max(T - window, 0)), causal)
-        if T - window > 0:
-            assert not torch.equal(STREAMING.reference(T, window, T - window - 1), causal)
-
-
-def _streaming_by_hand(T, window, sinks):
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    return (j <= i) & ((i - j < window) | (j < sinks))
-
-
-def test_streaming_an_answer_by_index_passes(capsys):
-    check.streaming_mask(_streaming_by_hand)
-    assert "check.streaming_mask: all" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "wrong, match, diagnosis",
-    [
-        # the window one token too wide: i - j <= window
-        (
-            lambda T, w, s: _streaming_by_hand(T, w + 1, s),
-            r"wrong values.*case: T = 4, window = 2, no sinks",
-            "your window holds window + 1 keys",
-        ),
-        # the window one token too short: i - j < window - 1
-        (
-            lambda T, w, s: _streaming_by_hand(T, w - 1, s),
-            r"wrong values.*case: T = 4, window = 2, no sinks",
-            "your window holds window - 1 keys",
-        ),
-        # the sink columns kept above the diagonal too: the first tokens seen before they exist
-        (
-            lambda T, w, s: _streaming_by_hand(T, w, 0) | (torch.arange(T)[None, :] < s).expand(T, T),
-            r"wrong values.*case: T = 4, window = 2, 2 sinks",
-            "your mask lets a query see sinks that come after it",
-        ),
-        # j <= sinks: one sink too many
-        (
-            lambda T, w, s: _streaming_by_hand(T, w, s + 1),
-            r"wrong values.*case: T = 4, window = 2, no sinks",
-            "you keep sinks + 1 first tokens",
-        ),
-        # the sinks forgotten
-        (
-            lambda T, w, s: _streaming_by_hand(T, w, 0),
-            r"wrong values.*case: T = 4, window = 2, 2 sinks",
-            "your mask has no sinks",
-        ),
-        # rows and columns swapped
-        (
-            lambda T, w, s: _streaming_by_hand(T, w, s).T,
-            r"wrong values.*case: T = 4, window = 2, no sinks",
-            "your mask is transposed",
-        ),
-        # the band and the sinks joined with AND: no diagnosis fits, the hint comes at once
-        (
-            lambda T, w, s: _streaming_by_hand(T, w, 0) & (torch.arange(T)[None, :] < s),
-            r"wrong values.*case: T = 4, window = 2, no sinks",
-            None,
-        ),
-        # 0 and 1 instead of False and True
-        (lambda T, w, s: _streaming_by_hand(T, w, s).int(), r"expected a bool tensor", None),
-    ],
-)
-def test_streaming_classic_mistakes_are_caught(wrong, match, diagnosis):
-    _fails(check.streaming_mask, wrong, match, diagnosis)
-
-
-def test_streaming_forbids_the_band_mask():
-    def with_the_band(T, window, sinks):
-        return sliding_window_mask(T, window=window) | (_streaming_by_hand(T, 1, sinks))
-
-    with pytest.raises(AssertionError, match="asks you to write streaming_mask without attnlib.sliding_window_mask"):
-        check.streaming_mask(with_the_band)
-
-
-# ------------------------------------------------------------------ ch15-sink-softmax
-
-
-def _gpt_oss(scores, sinks):
-    """transformers' gpt-oss eager attention, its weights for these scores: zero queries and keys, and the
-    scores given as the additive mask; the module holds the sinks."""
-    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
-
-    B, H, T_q, T_k = scores.shape
-    module = SimpleNamespace(num_key_value_groups=1, sinks=sinks.to(scores.dtype), training=False)
-    zeros = scores.new_zeros
-    _, weights = eager_attention_forward(
-        module, zeros(B, H, T_q, 1), zeros(B, H, T_k, 1), zeros(B, H, T_k, 1), scores, scaling=1.0
-    )
-    return weights
-
-
-def test_sink_reference_equals_transformers_gpt_oss():
-    for label, (scores, sinks) in SINK.cases():
-        got = SINK.reference(scores, sinks)
-        assert got.dtype == scores.dtype, label
-        torch.testing.assert_close(got, _gpt_oss(scores, sinks), atol=1e-6, rtol=1e-5, msg=label)
-
-
-def test_sink_reference_is_the_formula():
-    """exp(s) / (exp(b) + sum exp(s)) in float64, for the cases whose exponentials do not overflow."""
-    for label, (scores, sinks) in SINK.cases():
-        s, b = scores.double(), sinks.double().view(1, -1, 1, 1)
-        finite = torch.cat([s[torch.isfinite(s)], b[torch.isfinite(b)]])
-        if finite.abs().max() > 50:
-            continue
-        e = torch.exp(s)
-        expected = e / (torch.exp(b) + e.sum(-1, keepdim=True))
-        torch.testing.assert_close(SINK.reference(scores, sinks).double(), expected, atol=1e-6, rtol=1e-5, msg=label)
-
-
-def test_sink_reference_gives_attnlibs_layer():
-    """MultiHeadAttention(learned_sinks=True): its weights are the reference applied to its scores."""
-    torch.manual_seed(0)
-    layer = MultiHeadAttention(16, 4, learned_sinks=True).eval()
-    with torch.no_grad():
-        layer.sinks.copy_(torch.tensor([-3.0, 0.0, 1.5, 4.0]))
-        x = torch.randn(2, 5, 16)
-        out, weights = layer(x, is_causal=True)
-        q, k, v = (split_heads(proj(x), 4) for proj in (layer.w_q, layer.w_k, layer.w_v))
-        scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
-        expected = SINK.reference(scores, layer.sinks)
-    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(out, layer.w_o(merge_heads(expected @ v)), atol=1e-5, rtol=1e-5)
-
-
-def test_sink_examples():
-    half = SINK.reference(torch.zeros(1, 1, 1, 6), torch.log(torch.tensor([6.0])))  # b = s + ln T_k
-    assert half.sum().item() == pytest.approx(0.5)
-    masked = SINK.reference(torch.full((1, 1, 1, 3), float("-inf")), torch.zeros(1))
-    assert torch.equal(masked, torch.zeros(1, 1, 1, 3))
-
-
-def _naive(scores, sinks):
-    e = torch.exp(scores)
-    return e / (torch.exp(sinks.to(scores.dtype)).view(1, -1, 1, 1) + e.sum(-1, keepdim=True))
-
-
-def _stable(scores, sinks):
-    """A right answer, written as the notebook's: every exponent less the larger of the row's maximum and b."""
-    b = sinks.to(scores.dtype).view(1, -1, 1, 1)
-    top = torch.maximum(scores.amax(-1, keepdim=True), b)
-    e = torch.exp(scores - top)
-    return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
-
-
-def _row_max_only(scores, sinks, guard=False):
-    """Stable for large scores, but exp(b - m) with m the row's maximum alone: 0/0 on a row of -inf (or, with
-    a guard that sets those rows to 0, a sink far above the scores overflows and every weight becomes 0)."""
-    b = sinks.to(scores.dtype).view(1, -1, 1, 1)
-    top = scores.amax(-1, keepdim=True)
-    if guard:
-        top = torch.where(torch.isneginf(top), torch.zeros_like(top), top)  # the all-masked rows: no NaN
-    e = torch.exp(scores - top)
-    return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
-
-
-def _first_key_dropped(s, b):
-    """The sink appended as the last column, then the first column dropped instead of the sink's."""
-    B, H, T_q, _ = s.shape
-    sink = b.to(s.dtype).view(1, H, 1, 1).expand(B, H, T_q, 1)
-    return torch.softmax(torch.cat([s, sink], -1), -1)[..., 1:]
-
-
-@pytest.mark.parametrize(
-    "wrong, match, diagnosis",
-    [
-        (_naive, r"contains NaN.*case: scores near 1000", "exp overflowed"),  # exp without the maximum taken off
-        # the sink added to the scores instead of joining the row
-        (
-            lambda s, b: torch.softmax(s + b.to(s.dtype).view(1, -1, 1, 1), -1),
-            r"wrong values.*case: one row",
-            "your rows sum to 1: the sink must not be added to the scores",
-        ),
-        # a plain softmax: the sink forgotten
-        (lambda s, b: torch.softmax(s, -1), r"wrong values.*case: one row", "your rows sum to 1"),
-        # the row renormalised to 1 after the sink took its share
-        (
-            lambda s, b: (lambda w: w / w.sum(-1, keepdim=True))(_stable(s, b)),
-            r"wrong values.*case: one row",
-            "your rows sum to 1",
-        ),
-        # the first key dropped instead of the sink's column
-        (_first_key_dropped, r"wrong values.*case: one row", "your last column is the sink's weight"),
-        # softmax1: a sink of 0 for every head (right on the first case, whose sink is 0)
-        (
-            lambda s, b: _stable(s, torch.zeros_like(b)),
-            r"wrong values.*case: a sink of -inf",
-            "you used a sink of 0 for every head",
-        ),
-        # the row's maximum alone: NaN on an all-masked row
-        (_row_max_only, r"contains NaN.*case: a row whose keys are all masked", "a row whose keys are all masked"),
-        # the row's maximum alone, with a guard against NaN: the float16 case catches it (H2)
-        (
-            lambda s, b: _row_max_only(s, b, guard=True),
-            r"wrong values.*case: float16, scores 0 and a sink of 12",
-            "your weights underflow to 0",
-        ),
-        # one sink for every head: sinks[0] (no diagnosis: the hint)
-        (lambda s, b: _stable(s, b[:1].expand_as(b)), r"wrong values.*case: 4 heads", None),
-        # float32 whatever the input
-        (lambda s, b: _stable(s.float(), b), r"wrong dtype.*case: float16", None),
-    ],
-)
-def test_sink_classic_mistakes_are_caught(wrong, match, diagnosis):
-    _fails(check.softmax_with_sink, wrong, match, diagnosis)
-
-
-def test_sink_the_float16_case_separates_the_two_maxima():
-    """H2: scores 0 and a sink of 12 in float16. The reference, and transformers' gpt-oss attention, give
-    e^0 / (e^12 + 3) = 6.1e-6 per key; subtracting the row's maximum alone gives 0 (exp(12) is inf in
-    float16), a difference above the checker's atol of 1e-6."""
-    label, (scores, sinks) = next(c for c in SINK.cases() if c[0].startswith("float16"))
-    expected = 1 / (math.exp(12) + 3)
-    got = SINK.reference(scores, sinks)
-    assert got.dtype == torch.float16 and torch.allclose(
-        got.double(), torch.full_like(got.double(), expected), rtol=1e-2
-    )
-    assert expected > 6e-6 and SINK.atol < expected
-    assert torch.equal(_row_max_only(scores, sinks, guard=True), torch.zeros_like(scores))
-
-
-def test_sink_a_stable_answer_passes(capsys):
-    check.softmax_with_sink(_stable)
-    assert "check.softmax_with_sink: all" in capsys.readouterr().out
-
-
-# ------------------------------------------------------------------ ch15-packed-window
-
-
-def test_packed_reference_is_its_definition():
-    for label, (ids, window) in PACKED.cases():
-        B, T = ids.shape
-        expected = torch.tensor(
-            [
-                [[bool(ids[b, i] == ids[b, j]) and j <= i and i - j < window for j in range(T)] for i in range(T)]
-                for b in range(B)
-            ],
-            dtype=torch.bool,
-        ).reshape(B, T, T)
-        got = PACKED.reference(ids, window)
-        assert got.dtype == torch.bool and torch.equal(got, expected), label
-
-
-def test_packed_reference_is_flex_attentions_and_masks():
-    flex = pytest.importorskip("torch.nn.attention.flex_attention")
-    for label, (ids, window) in PACKED.cases():
-        B, T = ids.shape
-
-        def same_document(b, h, q_idx, kv_idx):
-            return ids[b, q_idx] == ids[b, kv_idx]
-
-        def in_window(b, h, q_idx, kv_idx):
-            return (kv_idx <= q_idx) & (q_idx - kv_idx < window)
-
-        mask = flex.create_mask(flex.and_masks(same_document, in_window), B, 1, T, T, device="cpu")  # (B, 1, T, T)
-        assert torch.equal(PACKED.reference(ids, window), mask[:, 0]), label
-
-
-def _packed_by_hand(ids, window):
-    T = ids.shape[1]
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    return (ids[:, :, None] == ids[:, None, :]) & (j <= i) & (i - j < window)
-
-
-def _starts(ids):
-    """The documents by where they start: a token's document is the number of starts up to it."""
-    return torch.cat([torch.zeros_like(ids[:, :1]), (ids[:, 1:] != ids[:, :-1]).long()], 1).cumsum(1)
-
-
-def _no_window(ids, w):
-    """The documents' causal triangles, the window forgotten."""
-    return _packed_by_hand(ids, ids.shape[1] + 1)
-
-
-@pytest.mark.parametrize(
-    "wrong, match, diagnosis",
-    [
-        # the window counted without the query: i - j <= window
-        (
-            lambda ids, w: _packed_by_hand(ids, w + 1),
-            r"wrong values.*case: documents of 3 and 2",
-            "your mask lets a query see keys window or more tokens back",
-        ),
-        # the window on both sides, no causality
-        (
-            lambda ids, w: _packed_by_hand(ids, w) | _packed_by_hand(ids, w).transpose(1, 2),
-            r"wrong values.*case: documents of 3 and 2",
-            "your mask lets a query see later keys",
-        ),
-        # the documents forgotten: the band alone
-        (
-            lambda ids, w: _packed_by_hand(ids * 0, w),
-            r"wrong values.*case: documents of 3 and 2",
-            "your mask lets a query see the document before its own",
-        ),
-        # the window forgotten: the documents' triangles alone
-        (_no_window, r"wrong values.*case: documents of 3 and 2", "your mask lets a query see keys window or more"),
-        # documents compared by order, ids[i] > ids[j] seen too: on the first case, the band across documents
-        (
-            lambda ids, w: (
-                _packed_by_hand(ids, w) | ((ids[:, :, None] > ids[:, None, :]) & _packed_by_hand(ids * 0, w))
-            ),
-            r"wrong values.*case: documents of 3 and 2",
-            "your mask lets a query see the document before its own",
-        ),
-        # the document mask and the band joined with OR: no diagnosis fits, the hint at once
-        (
-            lambda ids, w: _packed_by_hand(ids, ids.shape[1] + 1) | _packed_by_hand(ids * 0, w),
-            r"wrong values.*case: documents of 3 and 2",
-            None,
-        ),
-        # (B, 1, T, T), as document_mask returns
-        (
-            lambda ids, w: _packed_by_hand(ids, w)[:, None],
-            r"wrong shape.*case: documents of 3 and 2",
-            "your mask has shape (B, 1, T, T)",
-        ),
-    ],
-)
-def test_packed_classic_mistakes_are_caught(wrong, match, diagnosis):
-    _fails(check.packed_window_mask, wrong, match, diagnosis)
-
-
-def test_packed_answers_by_starts_or_by_equality_pass(capsys):
-    check.packed_window_mask(_packed_by_hand)
-    check.packed_window_mask(lambda ids, w: _packed_by_hand(_starts(ids), w))
-    assert capsys.readouterr().out.count("check.packed_window_mask: all") == 2
-
-
-def test_packed_forbids_attnlibs_masks():
-    from attnlib import document_mask
-
-    def with_document_mask(ids, window):
-        return document_mask(ids)[:, 0] & _packed_by_hand(ids * 0, window)
-
-    with pytest.raises(AssertionError, match="asks you to write packed_window_mask without attnlib.document_mask"):
-        check.packed_window_mask(with_document_mask)
+def test_sdpa_and_the_explicit_softmax_agree_on_the_reference():
+    """The reference's F.scaled_dot_product_attention equals the explicit masked softmax (_plain)."""
+    for label, args in QWEN3.cases():
+        torch.testing.assert_close(QWEN3.reference(*args), _plain(*args), atol=1e-5, rtol=1e-5, msg=label)

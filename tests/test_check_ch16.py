@@ -1,23 +1,23 @@
-"""Chapter 16's checkers: the keys and values an MLA latent can give a multi-head layer, and one
-step of absorbed attention. Each reference is checked against an independent one: the
-Eckart-Young bound and the rank of the result, checked by brute force against other rank-r
-candidates; attnlib's MultiHeadLatentAttention (both forms) and transformers' DeepseekV3Attention.
-The notebook's solutions pass, and the classic mistakes fail."""
+"""Chapter 16's checkers: the keys a StreamingLLM cache lets a query see, the softmax with a learned
+sink, and packed documents read through a sliding window. Each reference is checked against an
+independent one: the definitions written as loops, what attnlib's KVCache holds step by step,
+transformers' gpt-oss attention, attnlib's layer with learned sinks, and PyTorch's FlexAttention
+rules combined with and_masks. The notebook's solutions pass, and the classic mistakes fail."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.nn.functional as F
 from _solutions import fails, notebook_solution
 
-from attnlib import MultiHeadLatentAttention, apply_rope, check, split_heads
+from attnlib import KVCache, MultiHeadAttention, check, merge_heads, sliding_window_mask, split_heads
 from attnlib.check import CHECKS
 
-LATENT = CHECKS["ch16-latent-from-mha"]
-ABSORBED = CHECKS["ch16-absorbed-attention"]
-F64 = torch.float64
-NOTEBOOK = "16_latent_attention.ipynb"
+STREAMING = CHECKS["ch16-streaming-mask"]
+SINK = CHECKS["ch16-sink-softmax"]
+PACKED = CHECKS["ch16-packed-window"]
+NOTEBOOK = "16_local_attention.ipynb"
 
 
 def _fails(checker, wrong, match, diagnosis):
@@ -25,327 +25,392 @@ def _fails(checker, wrong, match, diagnosis):
 
 
 def test_registered_under_their_exercises():
-    assert LATENT is check.latent_from_mha and LATENT.function == "latent_from_mha"
-    assert ABSORBED is check.absorbed_attention and ABSORBED.function == "absorbed_attention"
+    assert STREAMING is check.streaming_mask and STREAMING.function == "streaming_mask"
+    assert SINK is check.softmax_with_sink and SINK.function == "softmax_with_sink"
+    assert PACKED is check.packed_window_mask and PACKED.function == "packed_window_mask"
 
 
-# ------------------------------------------------------------------ ch16-latent-from-mha
+def test_the_notebooks_solutions_pass(capsys):
+    for entry in (STREAMING, SINK, PACKED):
+        entry(notebook_solution(NOTEBOOK, entry.function))
+    out = capsys.readouterr().out
+    for entry in (STREAMING, SINK, PACKED):
+        assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in out
 
 
-def test_latent_reference_has_the_rank_and_the_error_of_eckart_young():
-    """The result has rank at most kv_rank, and misses exactly the singular values after the first kv_rank."""
-    for label, (w_k, w_v, kv_rank) in LATENT.cases():
-        a_k, a_v = LATENT.reference(w_k, w_v, kv_rank)
-        assert a_k.shape == w_k.shape and a_v.shape == w_v.shape and a_k.dtype == w_k.dtype, label
-        stacked, approx = torch.cat([w_k, w_v], 1).double(), torch.cat([a_k, a_v], 1).double()
-        s = torch.linalg.svdvals(stacked)
-        assert torch.linalg.matrix_rank(approx, rtol=1e-5).item() <= kv_rank, label
-        error = (stacked - approx).norm()
-        assert math.isclose(error.item(), s[kv_rank:].norm().item(), rel_tol=1e-4, abs_tol=1e-4), label
+def test_checking_leaves_the_global_random_state_alone():
+    before = torch.random.get_rng_state()
+    for entry in (STREAMING, SINK, PACKED):
+        entry.cases()
+    assert torch.equal(torch.random.get_rng_state(), before)
 
 
-def test_latent_reference_beats_other_rank_r_pairs():
-    """Any W_DKV of kv_rank columns, with its best W_UK, W_UV (least squares), does no better; in particular
-    neither W_DKV from the keys alone nor random ones."""
-    g = torch.Generator().manual_seed(0)
-    for label, (w_k, w_v, kv_rank) in LATENT.cases():
-        stacked = torch.cat([w_k, w_v], 1).double()  # (d_model, d_k + d_v)
-        best = (stacked - torch.cat(LATENT.reference(w_k, w_v, kv_rank), 1).double()).norm()
-        d_model = stacked.shape[0]
-        keys_only = torch.linalg.svd(w_k.double(), full_matrices=False)[0][:, :kv_rank]
-        candidates = [keys_only] + [torch.randn(d_model, kv_rank, generator=g, dtype=F64) for _ in range(5)]
-        for W_dkv in candidates:  # the projection of [W_K | W_V] onto W_DKV's columns: the best up-projection
-            Q, _ = torch.linalg.qr(W_dkv)
-            assert (stacked - Q @ (Q.T @ stacked)).norm() >= best - 1e-6, label
+# ------------------------------------------------------------------ ch16-streaming-mask
 
 
-def test_gqa_and_wide_latents_are_reproduced_exactly():
-    for label, (w_k, w_v, kv_rank) in LATENT.cases():
-        if "grouped-query" in label or "nothing is lost" in label or "more than d_model" in label or "rank 4" in label:
-            a_k, a_v = LATENT.reference(w_k, w_v, kv_rank)
-            torch.testing.assert_close(a_k, w_k, atol=1e-5, rtol=1e-5, msg=label)
-            torch.testing.assert_close(a_v, w_v, atol=1e-5, rtol=1e-5, msg=label)
+def test_streaming_reference_is_its_definition():
+    for label, (T, window, sinks) in STREAMING.cases():
+        expected = torch.tensor(
+            [[j <= i and (i - j < window or j < sinks) for j in range(T)] for i in range(T)], dtype=torch.bool
+        )
+        got = STREAMING.reference(T, window, sinks)
+        assert got.dtype == torch.bool and torch.equal(got, expected), label
 
 
-def _separate(w_k, w_v, kv_rank):
-    """The classic mistake: one latent for the keys and another for the values (rank up to 2 kv_rank)."""
-
-    def one(w):
-        U, S, Vh = torch.linalg.svd(w, full_matrices=False)
-        return (U[:, :kv_rank] * S[:kv_rank]) @ Vh[:kv_rank]
-
-    return one(w_k), one(w_v)
-
-
-def _stacked_svd(w_k, w_v, kv_rank, keep=None, dtype=None):
-    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 1), full_matrices=False)
-    r = min(kv_rank if keep is None else keep, S.shape[0])
-    out = (U[:, :r] * S[:r]) @ Vh[:r]
-    out = out if dtype is None else out.to(dtype)
-    return out[:, : w_k.shape[1]], out[:, w_k.shape[1] :]
+def test_streaming_reference_is_what_the_cache_holds():
+    """A sequence fed one token at a time through KVCache(window, sinks): query t attends to the
+    positions the cache held before it, and to itself."""
+    for label, (T, window, sinks) in STREAMING.cases():
+        cache = KVCache(window=window, sinks=sinks)
+        mask = STREAMING.reference(T, window, sinks)
+        for t in range(T):
+            seen = torch.zeros(T, dtype=torch.bool)
+            seen[cache.positions] = True
+            seen[t] = True
+            assert torch.equal(mask[t], seen), (label, t)
+            cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
 
 
-def _split_in_half(w_k, w_v, kv_rank):
-    k, v = _stacked_svd(w_k, w_v, kv_rank)
-    both = torch.cat([k, v], 1)
-    half = both.shape[1] // 2
-    return both[:, :half], both[:, half:]
+def test_streaming_without_sinks_is_the_band_and_with_enough_sinks_the_causal_mask():
+    for T, window in [(6, 1), (8, 3), (5, 5), (4, 9)]:
+        assert torch.equal(STREAMING.reference(T, window, 0), sliding_window_mask(T, window=window))
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        assert torch.equal(STREAMING.reference(T, window, max(T - window, 0)), causal)
+        if T - window > 0:
+            assert not torch.equal(STREAMING.reference(T, window, T - window - 1), causal)
 
 
-def test_latent_solutions_pass(capsys):
-    check.latent_from_mha(notebook_solution(NOTEBOOK, "latent_from_mha"))
-    check.latent_from_mha(_stacked_svd)  # float32 all the way: within the tolerance
-    assert capsys.readouterr().out.count(f"all {len(LATENT.cases())} cases passed") == 2
+def _streaming_by_hand(T, window, sinks):
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    return (j <= i) & ((i - j < window) | (j < sinks))
 
 
-def _smallest(w_k, w_v, kv_rank):
-    """The last kv_rank terms of the decomposition: svd's values come largest first."""
-    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 1), full_matrices=False)
-    out = (U[:, -kv_rank:] * S[-kv_rank:]) @ Vh[-kv_rank:]
-    return out[:, : w_k.shape[1]], out[:, w_k.shape[1] :]
-
-
-def _rows_stacked(w_k, w_v, kv_rank):
-    """[W_K; W_V] (only when d_k = d_v) approximated, then split by rows: a shared up-projection."""
-    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 0), full_matrices=False)
-    out = (U[:, :kv_rank] * S[:kv_rank]) @ Vh[:kv_rank]
-    return out[: w_k.shape[0]], out[w_k.shape[0] :]
+def test_streaming_an_answer_by_index_passes(capsys):
+    check.streaming_mask(_streaming_by_hand)
+    assert "check.streaming_mask: all" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     "wrong, match, diagnosis",
     [
-        (_separate, r"wrong values.*case: d_model = 4, one head", "you approximated w_k and w_v each with its own"),
-        (_rows_stacked, r"wrong values.*case: d_model = 4, one head", "you stacked w_k and w_v as rows"),
-        (_smallest, r"wrong values.*case: d_model = 4, one head", "you kept the smallest singular values"),
+        # the window one token too wide: i - j <= window
         (
-            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r - 1),
-            r"wrong values.*case: d_model = 4, one head",
-            None,  # kv_rank = 1: no terms at all, zeros; not told apart from other wrong answers
+            lambda T, w, s: _streaming_by_hand(T, w + 1, s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your window holds window + 1 keys",
         ),
+        # the window one token too short: i - j < window - 1
         (
-            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=max(r - 1, 1)),
-            r"wrong values.*case: DeepSeek|wrong values.*case: kv_rank = d_model = 8",
-            "you kept kv_rank - 1 terms",
+            lambda T, w, s: _streaming_by_hand(T, w - 1, s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your window holds window - 1 keys",
         ),
+        # the sink columns kept above the diagonal too: the first tokens seen before they exist
         (
-            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r + 1),
-            r"wrong values.*case: d_model = 4, one head",
-            "you kept kv_rank + 1 terms",
+            lambda T, w, s: _streaming_by_hand(T, w, 0) | (torch.arange(T)[None, :] < s).expand(T, T),
+            r"wrong values.*case: T = 4, window = 2, 2 sinks",
+            "your mask lets a query see sinks that come after it",
         ),
+        # j <= sinks: one sink too many
         (
-            lambda w_k, w_v, r: (w_k, w_v),
-            r"wrong values.*case: d_model = 4, one head",
-            "your answer returns w_k and w_v unchanged",
+            lambda T, w, s: _streaming_by_hand(T, w, s + 1),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "you keep sinks + 1 first tokens",
         ),
-        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, dtype=torch.float32), r"wrong dtype.*case: float64", None),
-        (_split_in_half, r"wrong shape.*case: d_head_v = 4", None),  # as if d_k = d_v
+        # the sinks forgotten
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, 0),
+            r"wrong values.*case: T = 4, window = 2, 2 sinks",
+            "your mask has no sinks",
+        ),
+        # rows and columns swapped
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, s).T,
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            "your mask is transposed",
+        ),
+        # the band and the sinks joined with AND: no diagnosis fits, the hint comes at once
+        (
+            lambda T, w, s: _streaming_by_hand(T, w, 0) & (torch.arange(T)[None, :] < s),
+            r"wrong values.*case: T = 4, window = 2, no sinks",
+            None,
+        ),
+        # 0 and 1 instead of False and True
+        (lambda T, w, s: _streaming_by_hand(T, w, s).int(), r"expected a bool tensor", None),
     ],
 )
-def test_latent_classic_mistakes_are_caught(wrong, match, diagnosis):
-    _fails(check.latent_from_mha, wrong, match, diagnosis)
+def test_streaming_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.streaming_mask, wrong, match, diagnosis)
 
 
-def test_latent_cases_include_a_kv_rank_above_the_rank():
-    """kv_rank larger than min(d_model, d_k + d_v): the first kv_rank singular values are all of them."""
-    assert any(kv_rank > min(w_k.shape[0], w_k.shape[1] + w_v.shape[1]) for _, (w_k, w_v, kv_rank) in LATENT.cases())
+def test_streaming_forbids_the_band_mask():
+    def with_the_band(T, window, sinks):
+        return sliding_window_mask(T, window=window) | (_streaming_by_hand(T, 1, sinks))
+
+    with pytest.raises(AssertionError, match="asks you to write streaming_mask without attnlib.sliding_window_mask"):
+        check.streaming_mask(with_the_band)
 
 
-# ------------------------------------------------------------------ ch16-absorbed-attention
+# ------------------------------------------------------------------ ch16-sink-softmax
 
 
-def test_absorbed_reference_equals_attnlibs_layer_in_both_forms():
-    """The reference on a layer's own queries, latents and rotated keys gives, after W_O, the layer's
-    output for the new tokens, naive and absorbed, through a LatentCache."""
-    from attnlib.latent import LatentCache
+def _gpt_oss(scores, sinks):
+    """transformers' gpt-oss eager attention, its weights for these scores: zero queries and keys, and the
+    scores given as the additive mask; the module holds the sinks."""
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
 
-    torch.manual_seed(3)
-    H, n, r, d_v = 3, 8, 4, 6
-    x = torch.randn(2, 9, 24, dtype=F64)
-    for absorb in (False, True):
-        mla = MultiHeadLatentAttention(24, H, kv_rank=12, d_head_nope=n, d_head_rope=r, d_head_v=d_v, absorb=absorb)
-        mla = mla.double().eval()
-        with torch.no_grad():
-            whole, _ = mla(x, is_causal=True)
-            cache = LatentCache()
-            mla(x[:, :5], is_causal=True, kv_cache=cache)  # 5 cached, then 4 new at once
-            expected, _ = mla(x[:, 5:], is_causal=True, kv_cache=cache)
-            q_nope, q_rope = split_heads(mla.w_q(x[:, 5:]), H).split([n, r], dim=-1)
-            q_rope = apply_rope(q_rope, torch.arange(5, 9))
-            c, k_rope = cache.c[:, 0], cache.k_rope[:, 0]  # (B, 9, kv_rank), (B, 9, d_rope)
-            y = ABSORBED.reference(q_nope, q_rope, c, k_rope, mla.w_uk.weight, mla.w_uv.weight)  # (B, H, 4, d_v)
-            got = mla.w_o(y.transpose(1, 2).flatten(2))
-        torch.testing.assert_close(got, expected)
-        torch.testing.assert_close(got, whole[:, 5:])
-
-
-def test_absorbed_reference_equals_transformers_deepseek_v3():
-    """transformers' DeepseekV3Attention, eager, with its own cache: the reference on its weights (split as
-    from_hf does) gives its output for the new tokens."""
-    transformers = pytest.importorskip("transformers")
-    from _transformers import rope
-    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
-
-    import attnlib
-
-    config = transformers.DeepseekV3Config(
-        vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
-        topk_group=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-        **rope(), first_k_dense_replace=1,
-    )  # fmt: skip
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    layer = ds.DeepseekV3Attention(config, layer_idx=0).eval()
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.normal_(0, 0.3) if p.dim() > 1 else p.normal_(1, 0.1)
-    x = torch.randn(2, 7, 32)
-    positions = torch.arange(7)[None].expand(2, 7)
-    cos_sin = ds.DeepseekV3RotaryEmbedding(config)(x, positions)
-    mask = attnlib.float_mask(attnlib.causal_mask(7, 7))[None, None]
-    with torch.no_grad():
-        expected, _ = layer(x, cos_sin, mask)
-        H, n, r, rank = 4, 12, 8, 16
-        q_nope, q_rope = layer.q_proj(x).view(2, 7, H, n + r).transpose(1, 2).split([n, r], dim=-1)
-        q_rope = apply_rope(q_rope)  # DeepSeek-V3's pairs are interleaved, as attnlib's
-        kv = layer.kv_a_proj_with_mqa(x)  # (B, T, rank + r): the latent's rows, then the rotated key's
-        c, k_rope = layer.kv_a_layernorm(kv[..., :rank]), apply_rope(kv[..., rank:])
-        kv_b = layer.kv_b_proj.weight.view(H, n + 10, rank)  # each head: its key rows, then its value rows
-        w_uk, w_uv = kv_b[:, :n].reshape(H * n, rank), kv_b[:, n:].reshape(H * 10, rank)
-        y = ABSORBED.reference(q_nope, q_rope, c, k_rope, w_uk, w_uv)  # (B, H, T, d_v)
-        got = layer.o_proj(y.transpose(1, 2).flatten(2))
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-
-
-def _absorbed(
-    q_nope, q_rope, c, k_rope, w_uk, w_uv, scale="model", mask="bottom_right", view="right", rope=True, expand=""
-):
-    """The absorbed form by hand, right or with one classic mistake; ``expand`` "keys", "values" or "both" (form 1)
-    computes those from the latents instead (the same outputs, more multiply-adds)."""
-    B, H, T_new, n = q_nope.shape
-    T_k, rank = c.shape[1:]
-    r = q_rope.shape[-1]
-    W_uk = w_uk.view(H, n, rank) if view == "right" else w_uk.T.reshape(H, rank, n).transpose(-2, -1)
-    if expand in ("keys", "both"):
-        scores = q_nope @ (c[:, None] @ W_uk.mT).mT  # keys expanded: (B, H, T_k, n)
-    else:
-        scores = (q_nope @ W_uk) @ c[:, None].mT
-    if rope:
-        scores = scores + q_rope @ k_rope[:, None].mT
-    width = {"model": n + r, "nope": n, "latent": rank + r}[scale]
-    scores = scores / math.sqrt(width)
-    if mask != "none":
-        diagonal = T_k - T_new if mask == "bottom_right" else 0
-        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=diagonal)
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    w = torch.softmax(scores, dim=-1)
-    W_uv = w_uv.view(H, -1, rank).mT  # (H, rank, d_v): W_UV,h
-    if expand in ("values", "both"):
-        return w @ (c[:, None] @ W_uv)  # values expanded: (B, H, T_k, d_v)
-    return (w @ c[:, None]) @ W_uv
-
-
-def test_absorbed_solutions_pass(capsys):
-    check.absorbed_attention(notebook_solution(NOTEBOOK, "absorbed_attention"))
-    check.absorbed_attention(_absorbed)
-    assert capsys.readouterr().out.count(f"all {len(ABSORBED.cases())} cases passed") == 2
-
-
-def test_absorbed_the_solution_spends_far_less_than_expanding():
-    """The notebook's solution on the counted step: well under the budget, and equal to form 2's closed form,
-    n_heads (d_nope kv_rank + T_k (2 kv_rank + d_rope) + kv_rank d_v) for one new token."""
-    from attnlib.check.ch16 import _cost_case
-
-    args = _cost_case()
-    q_nope, q_rope, c, _, _, w_uv = args
-    H, n, r, (T_k, rank) = q_nope.shape[1], q_nope.shape[-1], q_rope.shape[-1], c.shape[1:]
-    d_v = w_uv.shape[0] // H
-    form_2 = H * (n * rank + T_k * (2 * rank + r) + rank * d_v)
-    spent = ABSORBED.count(notebook_solution(NOTEBOOK, "absorbed_attention"))
-    assert spent == form_2 and spent * 4 < ABSORBED.budget(*args) == T_k * rank * H * n
-
-
-@pytest.mark.parametrize("expand", ["keys", "values", "both"])
-def test_absorbed_expanding_from_the_latents_fails(expand):
-    """Form 1 (or half of it) gives the right outputs and fails on its multiply-adds, with a diagnosis."""
-    _fails(
-        check.absorbed_attention,
-        lambda *a: _absorbed(*a, expand=expand),
-        r"right outputs, but too many multiply-adds for form 2.*case: one new token after 255 cached.*counted: ",
-        "you expand keys or values from the latents (form 1)",
+    B, H, T_q, T_k = scores.shape
+    module = SimpleNamespace(num_key_value_groups=1, sinks=sinks.to(scores.dtype), training=False)
+    zeros = scores.new_zeros
+    _, weights = eager_attention_forward(
+        module, zeros(B, H, T_q, 1), zeros(B, H, T_k, 1), zeros(B, H, T_k, 1), scores, scaling=1.0
     )
+    return weights
 
 
-def test_absorbed_expanding_with_sdpa_fails():
-    """Form 1 written with F.scaled_dot_product_attention, as the reference computes it."""
+def test_sink_reference_equals_transformers_gpt_oss():
+    for label, (scores, sinks) in SINK.cases():
+        got = SINK.reference(scores, sinks)
+        assert got.dtype == scores.dtype, label
+        torch.testing.assert_close(got, _gpt_oss(scores, sinks), atol=1e-6, rtol=1e-5, msg=label)
 
-    def expanded(q_nope, q_rope, c, k_rope, w_uk, w_uv):
-        B, H, T_new, n = q_nope.shape
-        T_k, r = c.shape[1], k_rope.shape[-1]
-        k_nope = (c @ w_uk.T).unflatten(-1, (H, n)).transpose(1, 2)  # (B, H, T_k, n)
-        k = torch.cat([k_nope, k_rope[:, None].expand(B, H, T_k, r)], -1)
-        v = (c @ w_uv.T).unflatten(-1, (H, -1)).transpose(1, 2)  # (B, H, T_k, d_v)
-        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=T_k - T_new)
-        return F.scaled_dot_product_attention(torch.cat([q_nope, q_rope], -1), k, v, attn_mask=allowed)
 
-    _fails(check.absorbed_attention, expanded, r"too many multiply-adds", "you expand keys or values")
+def test_sink_reference_is_the_formula():
+    """exp(s) / (exp(b) + sum exp(s)) in float64, for the cases whose exponentials do not overflow."""
+    for label, (scores, sinks) in SINK.cases():
+        s, b = scores.double(), sinks.double().view(1, -1, 1, 1)
+        finite = torch.cat([s[torch.isfinite(s)], b[torch.isfinite(b)]])
+        if finite.abs().max() > 50:
+            continue
+        e = torch.exp(s)
+        expected = e / (torch.exp(b) + e.sum(-1, keepdim=True))
+        torch.testing.assert_close(SINK.reference(scores, sinks).double(), expected, atol=1e-6, rtol=1e-5, msg=label)
+
+
+def test_sink_reference_gives_attnlibs_layer():
+    """MultiHeadAttention(learned_sinks=True): its weights are the reference applied to its scores."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4, learned_sinks=True).eval()
+    with torch.no_grad():
+        layer.sinks.copy_(torch.tensor([-3.0, 0.0, 1.5, 4.0]))
+        x = torch.randn(2, 5, 16)
+        out, weights = layer(x, is_causal=True)
+        q, k, v = (split_heads(proj(x), 4) for proj in (layer.w_q, layer.w_k, layer.w_v))
+        scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        expected = SINK.reference(scores, layer.sinks)
+    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out, layer.w_o(merge_heads(expected @ v)), atol=1e-5, rtol=1e-5)
+
+
+def test_sink_examples():
+    half = SINK.reference(torch.zeros(1, 1, 1, 6), torch.log(torch.tensor([6.0])))  # b = s + ln T_k
+    assert half.sum().item() == pytest.approx(0.5)
+    masked = SINK.reference(torch.full((1, 1, 1, 3), float("-inf")), torch.zeros(1))
+    assert torch.equal(masked, torch.zeros(1, 1, 1, 3))
+
+
+def _naive(scores, sinks):
+    e = torch.exp(scores)
+    return e / (torch.exp(sinks.to(scores.dtype)).view(1, -1, 1, 1) + e.sum(-1, keepdim=True))
+
+
+def _stable(scores, sinks):
+    """A right answer, written as the notebook's: every exponent less the larger of the row's maximum and b."""
+    b = sinks.to(scores.dtype).view(1, -1, 1, 1)
+    top = torch.maximum(scores.amax(-1, keepdim=True), b)
+    e = torch.exp(scores - top)
+    return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
+
+
+def _row_max_only(scores, sinks, guard=False):
+    """Stable for large scores, but exp(b - m) with m the row's maximum alone: 0/0 on a row of -inf (or, with
+    a guard that sets those rows to 0, a sink far above the scores overflows and every weight becomes 0)."""
+    b = sinks.to(scores.dtype).view(1, -1, 1, 1)
+    top = scores.amax(-1, keepdim=True)
+    if guard:
+        top = torch.where(torch.isneginf(top), torch.zeros_like(top), top)  # the all-masked rows: no NaN
+    e = torch.exp(scores - top)
+    return e / (torch.exp(b - top) + e.sum(-1, keepdim=True))
+
+
+def _first_key_dropped(s, b):
+    """The sink appended as the last column, then the first column dropped instead of the sink's."""
+    B, H, T_q, _ = s.shape
+    sink = b.to(s.dtype).view(1, H, 1, 1).expand(B, H, T_q, 1)
+    return torch.softmax(torch.cat([s, sink], -1), -1)[..., 1:]
 
 
 @pytest.mark.parametrize(
-    "options, match, diagnosis",
+    "wrong, match, diagnosis",
     [
-        ({"scale": "nope"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(d_head_nope)"),
-        ({"scale": "latent"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(kv_rank + d_head_rope)"),
-        ({"mask": "top_left"}, r"wrong values.*case: a decoding step", "your causal mask is aligned at the top left"),
-        ({"mask": "none"}, r"wrong values.*case: the prompt", "your answer has no causal mask"),
-        ({"view": "wrong"}, r"wrong values.*case: a decoding step", "your w_uk mixes the heads"),
-        ({"rope": False}, r"wrong values.*case: a decoding step", "the rotated part is missing"),
+        (_naive, r"contains NaN.*case: scores near 1000", "exp overflowed"),  # exp without the maximum taken off
+        # the sink added to the scores instead of joining the row
+        (
+            lambda s, b: torch.softmax(s + b.to(s.dtype).view(1, -1, 1, 1), -1),
+            r"wrong values.*case: one row",
+            "your rows sum to 1: the sink must not be added to the scores",
+        ),
+        # a plain softmax: the sink forgotten
+        (lambda s, b: torch.softmax(s, -1), r"wrong values.*case: one row", "your rows sum to 1"),
+        # the row renormalised to 1 after the sink took its share
+        (
+            lambda s, b: (lambda w: w / w.sum(-1, keepdim=True))(_stable(s, b)),
+            r"wrong values.*case: one row",
+            "your rows sum to 1",
+        ),
+        # the first key dropped instead of the sink's column
+        (_first_key_dropped, r"wrong values.*case: one row", "your last column is the sink's weight"),
+        # softmax1: a sink of 0 for every head (right on the first case, whose sink is 0)
+        (
+            lambda s, b: _stable(s, torch.zeros_like(b)),
+            r"wrong values.*case: a sink of -inf",
+            "you used a sink of 0 for every head",
+        ),
+        # the row's maximum alone: NaN on an all-masked row
+        (_row_max_only, r"contains NaN.*case: a row whose keys are all masked", "a row whose keys are all masked"),
+        # the row's maximum alone, with a guard against NaN: the float16 case catches it (H2)
+        (
+            lambda s, b: _row_max_only(s, b, guard=True),
+            r"wrong values.*case: float16, scores 0 and a sink of 12",
+            "your weights underflow to 0",
+        ),
+        # one sink for every head: sinks[0] (no diagnosis: the hint)
+        (lambda s, b: _stable(s, b[:1].expand_as(b)), r"wrong values.*case: 4 heads", None),
+        # float32 whatever the input
+        (lambda s, b: _stable(s.float(), b), r"wrong dtype.*case: float16", None),
     ],
 )
-def test_absorbed_classic_mistakes_are_caught(options, match, diagnosis):
-    _fails(check.absorbed_attention, lambda *a: _absorbed(*a, **options), match, diagnosis)
+def test_sink_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.softmax_with_sink, wrong, match, diagnosis)
 
 
-def test_absorbed_the_dtype_is_kept():
-    with pytest.raises(AssertionError, match=r"(?s)wrong dtype.*case: float64"):
-        check.absorbed_attention(lambda *a: _absorbed(*a).float())
-
-
-def test_absorbed_forbids_attnlibs_layer():
-    def with_the_layer(q_nope, q_rope, c, k_rope, w_uk, w_uv):
-        MultiHeadLatentAttention(8, 2, kv_rank=4)
-        return _absorbed(q_nope, q_rope, c, k_rope, w_uk, w_uv)
-
-    with pytest.raises(AssertionError, match="asks you to write absorbed_attention without attnlib.MultiHeadLatent"):
-        check.absorbed_attention(with_the_layer)
-
-
-def test_the_reference_is_sdpa_and_the_hand_form_agrees():
-    """The reference (keys and values expanded, F.scaled_dot_product_attention) equals the absorbed form by hand
-    in float64, case by case: two independent computations of the same numbers."""
-    for label, args in ABSORBED.cases():
-        a64 = [a.double() for a in args]
-        torch.testing.assert_close(ABSORBED.reference(*a64), _absorbed(*a64), atol=1e-9, rtol=1e-9, msg=label)
-
-
-def test_the_large_case_overflows_a_softmax_without_its_maximum():
-    label, args = next((label, args) for label, args in ABSORBED.cases() if label.startswith("large queries"))
-    q_nope, q_rope, c, k_rope, w_uk, w_uv = args
-    H, n, rank = q_nope.shape[1], q_nope.shape[-1], c.shape[-1]
-    scores = ((q_nope @ w_uk.view(H, n, rank)) @ c[:, None].mT + q_rope @ k_rope[:, None].mT) / math.sqrt(
-        n + q_rope.shape[-1]
+def test_sink_the_float16_case_separates_the_two_maxima():
+    """H2: scores 0 and a sink of 12 in float16. The reference, and transformers' gpt-oss attention, give
+    e^0 / (e^12 + 3) = 6.1e-6 per key; subtracting the row's maximum alone gives 0 (exp(12) is inf in
+    float16), a difference above the checker's atol of 1e-6."""
+    label, (scores, sinks) = next(c for c in SINK.cases() if c[0].startswith("float16"))
+    expected = 1 / (math.exp(12) + 3)
+    got = SINK.reference(scores, sinks)
+    assert got.dtype == torch.float16 and torch.allclose(
+        got.double(), torch.full_like(got.double(), expected), rtol=1e-2
     )
-    assert scores.abs().max() > 88  # exp(88.7) is float32's largest finite number
-    assert torch.isinf(scores.exp()).any()
-    assert not torch.isnan(F.softmax(scores, dim=-1)).any()
+    assert expected > 6e-6 and SINK.atol < expected
+    assert torch.equal(_row_max_only(scores, sinks, guard=True), torch.zeros_like(scores))
 
 
-# ------------------------------------------------------------------ both
+def test_sink_a_stable_answer_passes(capsys):
+    check.softmax_with_sink(_stable)
+    assert "check.softmax_with_sink: all" in capsys.readouterr().out
 
 
-def test_checking_leaves_the_global_random_state_alone():
-    before = torch.random.get_rng_state()
-    for entry in (LATENT, ABSORBED):
-        entry.cases()
-    assert torch.equal(torch.random.get_rng_state(), before)
+# ------------------------------------------------------------------ ch16-packed-window
+
+
+def test_packed_reference_is_its_definition():
+    for label, (ids, window) in PACKED.cases():
+        B, T = ids.shape
+        expected = torch.tensor(
+            [
+                [[bool(ids[b, i] == ids[b, j]) and j <= i and i - j < window for j in range(T)] for i in range(T)]
+                for b in range(B)
+            ],
+            dtype=torch.bool,
+        ).reshape(B, T, T)
+        got = PACKED.reference(ids, window)
+        assert got.dtype == torch.bool and torch.equal(got, expected), label
+
+
+def test_packed_reference_is_flex_attentions_and_masks():
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    for label, (ids, window) in PACKED.cases():
+        B, T = ids.shape
+
+        def same_document(b, h, q_idx, kv_idx):
+            return ids[b, q_idx] == ids[b, kv_idx]
+
+        def in_window(b, h, q_idx, kv_idx):
+            return (kv_idx <= q_idx) & (q_idx - kv_idx < window)
+
+        mask = flex.create_mask(flex.and_masks(same_document, in_window), B, 1, T, T, device="cpu")  # (B, 1, T, T)
+        assert torch.equal(PACKED.reference(ids, window), mask[:, 0]), label
+
+
+def _packed_by_hand(ids, window):
+    T = ids.shape[1]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    return (ids[:, :, None] == ids[:, None, :]) & (j <= i) & (i - j < window)
+
+
+def _starts(ids):
+    """The documents by where they start: a token's document is the number of starts up to it."""
+    return torch.cat([torch.zeros_like(ids[:, :1]), (ids[:, 1:] != ids[:, :-1]).long()], 1).cumsum(1)
+
+
+def _no_window(ids, w):
+    """The documents' causal triangles, the window forgotten."""
+    return _packed_by_hand(ids, ids.shape[1] + 1)
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        # the window counted without the query: i - j <= window
+        (
+            lambda ids, w: _packed_by_hand(ids, w + 1),
+            r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see keys window or more tokens back",
+        ),
+        # the window on both sides, no causality
+        (
+            lambda ids, w: _packed_by_hand(ids, w) | _packed_by_hand(ids, w).transpose(1, 2),
+            r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see later keys",
+        ),
+        # the documents forgotten: the band alone
+        (
+            lambda ids, w: _packed_by_hand(ids * 0, w),
+            r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see the document before its own",
+        ),
+        # the window forgotten: the documents' triangles alone
+        (_no_window, r"wrong values.*case: documents of 3 and 2", "your mask lets a query see keys window or more"),
+        # documents compared by order, ids[i] > ids[j] seen too: on the first case, the band across documents
+        (
+            lambda ids, w: (
+                _packed_by_hand(ids, w) | ((ids[:, :, None] > ids[:, None, :]) & _packed_by_hand(ids * 0, w))
+            ),
+            r"wrong values.*case: documents of 3 and 2",
+            "your mask lets a query see the document before its own",
+        ),
+        # the document mask and the band joined with OR: no diagnosis fits, the hint at once
+        (
+            lambda ids, w: _packed_by_hand(ids, ids.shape[1] + 1) | _packed_by_hand(ids * 0, w),
+            r"wrong values.*case: documents of 3 and 2",
+            None,
+        ),
+        # (B, 1, T, T), as document_mask returns
+        (
+            lambda ids, w: _packed_by_hand(ids, w)[:, None],
+            r"wrong shape.*case: documents of 3 and 2",
+            "your mask has shape (B, 1, T, T)",
+        ),
+    ],
+)
+def test_packed_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.packed_window_mask, wrong, match, diagnosis)
+
+
+def test_packed_answers_by_starts_or_by_equality_pass(capsys):
+    check.packed_window_mask(_packed_by_hand)
+    check.packed_window_mask(lambda ids, w: _packed_by_hand(_starts(ids), w))
+    assert capsys.readouterr().out.count("check.packed_window_mask: all") == 2
+
+
+def test_packed_forbids_attnlibs_masks():
+    from attnlib import document_mask
+
+    def with_document_mask(ids, window):
+        return document_mask(ids)[:, 0] & _packed_by_hand(ids * 0, window)
+
+    with pytest.raises(AssertionError, match="asks you to write packed_window_mask without attnlib.document_mask"):
+        check.packed_window_mask(with_document_mask)

@@ -1,262 +1,351 @@
-"""Chapter 17's checkers: the induction score of a head, the previous-token heads of a model, and the bytes of a
-KV cache at T tokens. Each reference is checked against an independent one: the definitions written from the
-tokens themselves (where did this token occur before?) and as loops, heads planted in random weights, and the
-bytes attnlib's KVCache holds after a real forward pass. The notebook's solutions pass, and the classic mistakes
-fail with their diagnosis."""
+"""Chapter 17's checkers: the keys and values an MLA latent can give a multi-head layer, and one
+step of absorbed attention. Each reference is checked against an independent one: the
+Eckart-Young bound and the rank of the result, checked by brute force against other rank-r
+candidates; attnlib's MultiHeadLatentAttention (both forms) and transformers' DeepseekV3Attention.
+The notebook's solutions pass, and the classic mistakes fail."""
 
-import dataclasses
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from _solutions import fails, notebook_solution
 
-from attnlib import GPT, GPTConfig, KVCache, check, kv_cache_bytes
+from attnlib import MultiHeadLatentAttention, apply_rope, check, split_heads
 from attnlib.check import CHECKS
 
-INDUCTION = CHECKS["ch17-induction-score"]
-PREVIOUS = CHECKS["ch17-previous-token-heads"]
-CACHE = CHECKS["ch17-cache-bytes"]
-ALL = (INDUCTION, PREVIOUS, CACHE)
-NOTEBOOK = "17_real_model.ipynb"
+LATENT = CHECKS["ch17-latent-from-mha"]
+ABSORBED = CHECKS["ch17-absorbed-attention"]
+F64 = torch.float64
+NOTEBOOK = "17_latent_attention.ipynb"
+
+
+def _fails(checker, wrong, match, diagnosis):
+    fails(checker, wrong, match, diagnosis)
 
 
 def test_registered_under_their_exercises():
-    assert INDUCTION is check.induction_score and INDUCTION.function == "induction_score"
-    assert PREVIOUS is check.previous_token_heads and PREVIOUS.function == "previous_token_heads"
-    assert CACHE is check.cache_bytes and CACHE.function == "cache_bytes"
+    assert LATENT is check.latent_from_mha and LATENT.function == "latent_from_mha"
+    assert ABSORBED is check.absorbed_attention and ABSORBED.function == "absorbed_attention"
 
 
-def test_the_notebooks_solutions_pass(capsys):
-    for entry in ALL:
-        entry(notebook_solution(NOTEBOOK, entry.function))
-    out = capsys.readouterr().out
-    for entry in ALL:
-        assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in out
+# ------------------------------------------------------------------ ch17-latent-from-mha
+
+
+def test_latent_reference_has_the_rank_and_the_error_of_eckart_young():
+    """The result has rank at most kv_rank, and misses exactly the singular values after the first kv_rank."""
+    for label, (w_k, w_v, kv_rank) in LATENT.cases():
+        a_k, a_v = LATENT.reference(w_k, w_v, kv_rank)
+        assert a_k.shape == w_k.shape and a_v.shape == w_v.shape and a_k.dtype == w_k.dtype, label
+        stacked, approx = torch.cat([w_k, w_v], 1).double(), torch.cat([a_k, a_v], 1).double()
+        s = torch.linalg.svdvals(stacked)
+        assert torch.linalg.matrix_rank(approx, rtol=1e-5).item() <= kv_rank, label
+        error = (stacked - approx).norm()
+        assert math.isclose(error.item(), s[kv_rank:].norm().item(), rel_tol=1e-4, abs_tol=1e-4), label
+
+
+def test_latent_reference_beats_other_rank_r_pairs():
+    """Any W_DKV of kv_rank columns, with its best W_UK, W_UV (least squares), does no better; in particular
+    neither W_DKV from the keys alone nor random ones."""
+    g = torch.Generator().manual_seed(0)
+    for label, (w_k, w_v, kv_rank) in LATENT.cases():
+        stacked = torch.cat([w_k, w_v], 1).double()  # (d_model, d_k + d_v)
+        best = (stacked - torch.cat(LATENT.reference(w_k, w_v, kv_rank), 1).double()).norm()
+        d_model = stacked.shape[0]
+        keys_only = torch.linalg.svd(w_k.double(), full_matrices=False)[0][:, :kv_rank]
+        candidates = [keys_only] + [torch.randn(d_model, kv_rank, generator=g, dtype=F64) for _ in range(5)]
+        for W_dkv in candidates:  # the projection of [W_K | W_V] onto W_DKV's columns: the best up-projection
+            Q, _ = torch.linalg.qr(W_dkv)
+            assert (stacked - Q @ (Q.T @ stacked)).norm() >= best - 1e-6, label
+
+
+def test_gqa_and_wide_latents_are_reproduced_exactly():
+    for label, (w_k, w_v, kv_rank) in LATENT.cases():
+        if "grouped-query" in label or "nothing is lost" in label or "more than d_model" in label or "rank 4" in label:
+            a_k, a_v = LATENT.reference(w_k, w_v, kv_rank)
+            torch.testing.assert_close(a_k, w_k, atol=1e-5, rtol=1e-5, msg=label)
+            torch.testing.assert_close(a_v, w_v, atol=1e-5, rtol=1e-5, msg=label)
+
+
+def _separate(w_k, w_v, kv_rank):
+    """The classic mistake: one latent for the keys and another for the values (rank up to 2 kv_rank)."""
+
+    def one(w):
+        U, S, Vh = torch.linalg.svd(w, full_matrices=False)
+        return (U[:, :kv_rank] * S[:kv_rank]) @ Vh[:kv_rank]
+
+    return one(w_k), one(w_v)
+
+
+def _stacked_svd(w_k, w_v, kv_rank, keep=None, dtype=None):
+    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 1), full_matrices=False)
+    r = min(kv_rank if keep is None else keep, S.shape[0])
+    out = (U[:, :r] * S[:r]) @ Vh[:r]
+    out = out if dtype is None else out.to(dtype)
+    return out[:, : w_k.shape[1]], out[:, w_k.shape[1] :]
+
+
+def _split_in_half(w_k, w_v, kv_rank):
+    k, v = _stacked_svd(w_k, w_v, kv_rank)
+    both = torch.cat([k, v], 1)
+    half = both.shape[1] // 2
+    return both[:, :half], both[:, half:]
+
+
+def test_latent_solutions_pass(capsys):
+    check.latent_from_mha(notebook_solution(NOTEBOOK, "latent_from_mha"))
+    check.latent_from_mha(_stacked_svd)  # float32 all the way: within the tolerance
+    assert capsys.readouterr().out.count(f"all {len(LATENT.cases())} cases passed") == 2
+
+
+def _smallest(w_k, w_v, kv_rank):
+    """The last kv_rank terms of the decomposition: svd's values come largest first."""
+    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 1), full_matrices=False)
+    out = (U[:, -kv_rank:] * S[-kv_rank:]) @ Vh[-kv_rank:]
+    return out[:, : w_k.shape[1]], out[:, w_k.shape[1] :]
+
+
+def _rows_stacked(w_k, w_v, kv_rank):
+    """[W_K; W_V] (only when d_k = d_v) approximated, then split by rows: a shared up-projection."""
+    U, S, Vh = torch.linalg.svd(torch.cat([w_k, w_v], 0), full_matrices=False)
+    out = (U[:, :kv_rank] * S[:kv_rank]) @ Vh[:kv_rank]
+    return out[: w_k.shape[0]], out[w_k.shape[0] :]
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        (_separate, r"wrong values.*case: d_model = 4, one head", "you approximated w_k and w_v each with its own"),
+        (_rows_stacked, r"wrong values.*case: d_model = 4, one head", "you stacked w_k and w_v as rows"),
+        (_smallest, r"wrong values.*case: d_model = 4, one head", "you kept the smallest singular values"),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r - 1),
+            r"wrong values.*case: d_model = 4, one head",
+            None,  # kv_rank = 1: no terms at all, zeros; not told apart from other wrong answers
+        ),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=max(r - 1, 1)),
+            r"wrong values.*case: DeepSeek|wrong values.*case: kv_rank = d_model = 8",
+            "you kept kv_rank - 1 terms",
+        ),
+        (
+            lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, keep=r + 1),
+            r"wrong values.*case: d_model = 4, one head",
+            "you kept kv_rank + 1 terms",
+        ),
+        (
+            lambda w_k, w_v, r: (w_k, w_v),
+            r"wrong values.*case: d_model = 4, one head",
+            "your answer returns w_k and w_v unchanged",
+        ),
+        (lambda w_k, w_v, r: _stacked_svd(w_k, w_v, r, dtype=torch.float32), r"wrong dtype.*case: float64", None),
+        (_split_in_half, r"wrong shape.*case: d_head_v = 4", None),  # as if d_k = d_v
+    ],
+)
+def test_latent_classic_mistakes_are_caught(wrong, match, diagnosis):
+    _fails(check.latent_from_mha, wrong, match, diagnosis)
+
+
+def test_latent_cases_include_a_kv_rank_above_the_rank():
+    """kv_rank larger than min(d_model, d_k + d_v): the first kv_rank singular values are all of them."""
+    assert any(kv_rank > min(w_k.shape[0], w_k.shape[1] + w_v.shape[1]) for _, (w_k, w_v, kv_rank) in LATENT.cases())
+
+
+# ------------------------------------------------------------------ ch17-absorbed-attention
+
+
+def test_absorbed_reference_equals_attnlibs_layer_in_both_forms():
+    """The reference on a layer's own queries, latents and rotated keys gives, after W_O, the layer's
+    output for the new tokens, naive and absorbed, through a LatentCache."""
+    from attnlib.latent import LatentCache
+
+    torch.manual_seed(3)
+    H, n, r, d_v = 3, 8, 4, 6
+    x = torch.randn(2, 9, 24, dtype=F64)
+    for absorb in (False, True):
+        mla = MultiHeadLatentAttention(24, H, kv_rank=12, d_head_nope=n, d_head_rope=r, d_head_v=d_v, absorb=absorb)
+        mla = mla.double().eval()
+        with torch.no_grad():
+            whole, _ = mla(x, is_causal=True)
+            cache = LatentCache()
+            mla(x[:, :5], is_causal=True, kv_cache=cache)  # 5 cached, then 4 new at once
+            expected, _ = mla(x[:, 5:], is_causal=True, kv_cache=cache)
+            q_nope, q_rope = split_heads(mla.w_q(x[:, 5:]), H).split([n, r], dim=-1)
+            q_rope = apply_rope(q_rope, torch.arange(5, 9))
+            c, k_rope = cache.c[:, 0], cache.k_rope[:, 0]  # (B, 9, kv_rank), (B, 9, d_rope)
+            y = ABSORBED.reference(q_nope, q_rope, c, k_rope, mla.w_uk.weight, mla.w_uv.weight)  # (B, H, 4, d_v)
+            got = mla.w_o(y.transpose(1, 2).flatten(2))
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got, whole[:, 5:])
+
+
+def test_absorbed_reference_equals_transformers_deepseek_v3():
+    """transformers' DeepseekV3Attention, eager, with its own cache: the reference on its weights (split as
+    from_hf does) gives its output for the new tokens."""
+    transformers = pytest.importorskip("transformers")
+    from _transformers import rope
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    import attnlib
+
+    config = transformers.DeepseekV3Config(
+        vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+        topk_group=1, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+        **rope(), first_k_dense_replace=1,
+    )  # fmt: skip
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    layer = ds.DeepseekV3Attention(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0, 0.3) if p.dim() > 1 else p.normal_(1, 0.1)
+    x = torch.randn(2, 7, 32)
+    positions = torch.arange(7)[None].expand(2, 7)
+    cos_sin = ds.DeepseekV3RotaryEmbedding(config)(x, positions)
+    mask = attnlib.float_mask(attnlib.causal_mask(7, 7))[None, None]
+    with torch.no_grad():
+        expected, _ = layer(x, cos_sin, mask)
+        H, n, r, rank = 4, 12, 8, 16
+        q_nope, q_rope = layer.q_proj(x).view(2, 7, H, n + r).transpose(1, 2).split([n, r], dim=-1)
+        q_rope = apply_rope(q_rope)  # DeepSeek-V3's pairs are interleaved, as attnlib's
+        kv = layer.kv_a_proj_with_mqa(x)  # (B, T, rank + r): the latent's rows, then the rotated key's
+        c, k_rope = layer.kv_a_layernorm(kv[..., :rank]), apply_rope(kv[..., rank:])
+        kv_b = layer.kv_b_proj.weight.view(H, n + 10, rank)  # each head: its key rows, then its value rows
+        w_uk, w_uv = kv_b[:, :n].reshape(H * n, rank), kv_b[:, n:].reshape(H * 10, rank)
+        y = ABSORBED.reference(q_nope, q_rope, c, k_rope, w_uk, w_uv)  # (B, H, T, d_v)
+        got = layer.o_proj(y.transpose(1, 2).flatten(2))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def _absorbed(
+    q_nope, q_rope, c, k_rope, w_uk, w_uv, scale="model", mask="bottom_right", view="right", rope=True, expand=""
+):
+    """The absorbed form by hand, right or with one classic mistake; ``expand`` "keys", "values" or "both" (form 1)
+    computes those from the latents instead (the same outputs, more multiply-adds)."""
+    B, H, T_new, n = q_nope.shape
+    T_k, rank = c.shape[1:]
+    r = q_rope.shape[-1]
+    W_uk = w_uk.view(H, n, rank) if view == "right" else w_uk.T.reshape(H, rank, n).transpose(-2, -1)
+    if expand in ("keys", "both"):
+        scores = q_nope @ (c[:, None] @ W_uk.mT).mT  # keys expanded: (B, H, T_k, n)
+    else:
+        scores = (q_nope @ W_uk) @ c[:, None].mT
+    if rope:
+        scores = scores + q_rope @ k_rope[:, None].mT
+    width = {"model": n + r, "nope": n, "latent": rank + r}[scale]
+    scores = scores / math.sqrt(width)
+    if mask != "none":
+        diagonal = T_k - T_new if mask == "bottom_right" else 0
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=diagonal)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    W_uv = w_uv.view(H, -1, rank).mT  # (H, rank, d_v): W_UV,h
+    if expand in ("values", "both"):
+        return w @ (c[:, None] @ W_uv)  # values expanded: (B, H, T_k, d_v)
+    return (w @ c[:, None]) @ W_uv
+
+
+def test_absorbed_solutions_pass(capsys):
+    check.absorbed_attention(notebook_solution(NOTEBOOK, "absorbed_attention"))
+    check.absorbed_attention(_absorbed)
+    assert capsys.readouterr().out.count(f"all {len(ABSORBED.cases())} cases passed") == 2
+
+
+def test_absorbed_the_solution_spends_far_less_than_expanding():
+    """The notebook's solution on the counted step: well under the budget, and equal to form 2's closed form,
+    n_heads (d_nope kv_rank + T_k (2 kv_rank + d_rope) + kv_rank d_v) for one new token."""
+    from attnlib.check.ch17 import _cost_case
+
+    args = _cost_case()
+    q_nope, q_rope, c, _, _, w_uv = args
+    H, n, r, (T_k, rank) = q_nope.shape[1], q_nope.shape[-1], q_rope.shape[-1], c.shape[1:]
+    d_v = w_uv.shape[0] // H
+    form_2 = H * (n * rank + T_k * (2 * rank + r) + rank * d_v)
+    spent = ABSORBED.count(notebook_solution(NOTEBOOK, "absorbed_attention"))
+    assert spent == form_2 and spent * 4 < ABSORBED.budget(*args) == T_k * rank * H * n
+
+
+@pytest.mark.parametrize("expand", ["keys", "values", "both"])
+def test_absorbed_expanding_from_the_latents_fails(expand):
+    """Form 1 (or half of it) gives the right outputs and fails on its multiply-adds, with a diagnosis."""
+    _fails(
+        check.absorbed_attention,
+        lambda *a: _absorbed(*a, expand=expand),
+        r"right outputs, but too many multiply-adds for form 2.*case: one new token after 255 cached.*counted: ",
+        "you expand keys or values from the latents (form 1)",
+    )
+
+
+def test_absorbed_expanding_with_sdpa_fails():
+    """Form 1 written with F.scaled_dot_product_attention, as the reference computes it."""
+
+    def expanded(q_nope, q_rope, c, k_rope, w_uk, w_uv):
+        B, H, T_new, n = q_nope.shape
+        T_k, r = c.shape[1], k_rope.shape[-1]
+        k_nope = (c @ w_uk.T).unflatten(-1, (H, n)).transpose(1, 2)  # (B, H, T_k, n)
+        k = torch.cat([k_nope, k_rope[:, None].expand(B, H, T_k, r)], -1)
+        v = (c @ w_uv.T).unflatten(-1, (H, -1)).transpose(1, 2)  # (B, H, T_k, d_v)
+        allowed = torch.ones(T_new, T_k, dtype=torch.bool).tril(diagonal=T_k - T_new)
+        return F.scaled_dot_product_attention(torch.cat([q_nope, q_rope], -1), k, v, attn_mask=allowed)
+
+    _fails(check.absorbed_attention, expanded, r"too many multiply-adds", "you expand keys or values")
+
+
+@pytest.mark.parametrize(
+    "options, match, diagnosis",
+    [
+        ({"scale": "nope"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(d_head_nope)"),
+        ({"scale": "latent"}, r"wrong values.*case: a decoding step", "your scale is 1/sqrt(kv_rank + d_head_rope)"),
+        ({"mask": "top_left"}, r"wrong values.*case: a decoding step", "your causal mask is aligned at the top left"),
+        ({"mask": "none"}, r"wrong values.*case: the prompt", "your answer has no causal mask"),
+        ({"view": "wrong"}, r"wrong values.*case: a decoding step", "your w_uk mixes the heads"),
+        ({"rope": False}, r"wrong values.*case: a decoding step", "the rotated part is missing"),
+    ],
+)
+def test_absorbed_classic_mistakes_are_caught(options, match, diagnosis):
+    _fails(check.absorbed_attention, lambda *a: _absorbed(*a, **options), match, diagnosis)
+
+
+def test_absorbed_the_dtype_is_kept():
+    with pytest.raises(AssertionError, match=r"(?s)wrong dtype.*case: float64"):
+        check.absorbed_attention(lambda *a: _absorbed(*a).float())
+
+
+def test_absorbed_forbids_attnlibs_layer():
+    def with_the_layer(q_nope, q_rope, c, k_rope, w_uk, w_uv):
+        MultiHeadLatentAttention(8, 2, kv_rank=4)
+        return _absorbed(q_nope, q_rope, c, k_rope, w_uk, w_uv)
+
+    with pytest.raises(AssertionError, match="asks you to write absorbed_attention without attnlib.MultiHeadLatent"):
+        check.absorbed_attention(with_the_layer)
+
+
+def test_the_reference_is_sdpa_and_the_hand_form_agrees():
+    """The reference (keys and values expanded, F.scaled_dot_product_attention) equals the absorbed form by hand
+    in float64, case by case: two independent computations of the same numbers."""
+    for label, args in ABSORBED.cases():
+        a64 = [a.double() for a in args]
+        torch.testing.assert_close(ABSORBED.reference(*a64), _absorbed(*a64), atol=1e-9, rtol=1e-9, msg=label)
+
+
+def test_the_large_case_overflows_a_softmax_without_its_maximum():
+    label, args = next((label, args) for label, args in ABSORBED.cases() if label.startswith("large queries"))
+    q_nope, q_rope, c, k_rope, w_uk, w_uv = args
+    H, n, rank = q_nope.shape[1], q_nope.shape[-1], c.shape[-1]
+    scores = ((q_nope @ w_uk.view(H, n, rank)) @ c[:, None].mT + q_rope @ k_rope[:, None].mT) / math.sqrt(
+        n + q_rope.shape[-1]
+    )
+    assert scores.abs().max() > 88  # exp(88.7) is float32's largest finite number
+    assert torch.isinf(scores.exp()).any()
+    assert not torch.isnan(F.softmax(scores, dim=-1)).any()
+
+
+# ------------------------------------------------------------------ both
 
 
 def test_checking_leaves_the_global_random_state_alone():
     before = torch.random.get_rng_state()
-    for entry in ALL:
+    for entry in (LATENT, ABSORBED):
         entry.cases()
     assert torch.equal(torch.random.get_rng_state(), before)
-
-
-# ------------------------------------------------------------------ ch17-induction-score
-
-
-def _induction_from_tokens(weights, period):
-    """The definition from the tokens: the sequence repeats `period` distinct tokens; for each query whose token
-    occurred before, the weight on the token right after its latest earlier occurrence, averaged per head."""
-    B, n_heads, T, _ = weights.shape
-    tokens = [t % period for t in range(T)]  # distinct within a period
-    scores = torch.zeros(n_heads, dtype=torch.float64)
-    queries = 0
-    for i in range(T):
-        earlier = [j for j in range(i) if tokens[j] == tokens[i]]
-        if not earlier:
-            continue
-        queries += 1
-        for h in range(n_heads):
-            scores[h] += sum(weights[b, h, i, earlier[-1] + 1].item() for b in range(B)) / B
-    return scores / queries
-
-
-def test_induction_reference_is_the_definition_from_the_tokens():
-    for label, (weights, period) in INDUCTION.cases():
-        got = INDUCTION.reference(weights, period)
-        assert got.shape == (weights.shape[1],) and got.dtype == weights.dtype, label
-        torch.testing.assert_close(got.double(), _induction_from_tokens(weights, period), atol=1e-6, rtol=1e-6)
-
-
-def test_an_exact_induction_head_scores_1_and_a_previous_token_head_less():
-    weights, period = INDUCTION.cases()[0][1]
-    scores = INDUCTION.reference(weights, period)
-    assert scores[0].item() == 1.0 and scores[1].item() < 0.5
-
-
-def _induction_by_hand(weights, period):
-    i = torch.arange(period, weights.shape[-1])
-    return weights[..., i, i - period + 1].mean(dim=(0, -1))
-
-
-def _picked(weights, first, back):
-    i = torch.arange(first, weights.shape[-1])
-    return weights[..., i, i - back]  # (B, n_heads, n_queries)
-
-
-@pytest.mark.parametrize(
-    "wrong, diagnosis",
-    [
-        # the earlier occurrence itself, not the token after it
-        (lambda w, p: _picked(w, p, p).mean(dim=(0, -1)), "you took key i - period"),
-        # from query period - 1: the last token of the first copy, whose key is token 0
-        (lambda w, p: _picked(w, p - 1, p - 1).mean(dim=(0, -1)), "you started at query period - 1"),
-        # the sum over the second copy divided by every query
-        (lambda w, p: _picked(w, p, p - 1).sum(dim=-1).mean(dim=0) / w.shape[-1], "you averaged over every query"),
-        # no mean over the batch
-        (lambda w, p: _picked(w, p, p - 1).mean(dim=-1), "your scores are per sequence"),
-        # the batch and the queries averaged, but the mean over the whole row of weights: no diagnosis fits
-        (lambda w, p: w[..., p:, :].mean(dim=(0, -2, -1)), None),
-    ],
-)
-def test_induction_classic_mistakes_are_caught(wrong, diagnosis):
-    fails(check.induction_score, wrong, r"wrong (values|shape).*case: ", diagnosis)
-
-
-def test_induction_by_hand_passes(capsys):
-    check.induction_score(_induction_by_hand)
-    assert "check.induction_score: all" in capsys.readouterr().out
-
-
-# ------------------------------------------------------------------ ch17-previous-token-heads
-
-
-def _previous_by_loops(weights, threshold):
-    """The definition as loops over layers, heads, sequences and queries, in Python floats."""
-    n_layers, B, n_heads, T, _ = weights.shape
-    found = torch.zeros(n_layers, n_heads, dtype=torch.bool)
-    for layer in range(n_layers):
-        for h in range(n_heads):
-            total = sum(weights[layer, b, h, i, i - 1].item() for b in range(B) for i in range(1, T))
-            found[layer, h] = total / (B * (T - 1)) > threshold
-    return found
-
-
-def test_previous_reference_is_the_definition_as_loops():
-    for label, (weights, threshold) in PREVIOUS.cases():
-        got = PREVIOUS.reference(weights, threshold)
-        assert got.dtype == torch.bool and torch.equal(got, _previous_by_loops(weights, threshold)), label
-
-
-def test_previous_finds_the_planted_heads():
-    cases = dict(PREVIOUS.cases())
-    weights, threshold = cases["3 layers, 4 heads, two planted previous-token heads"]
-    assert PREVIOUS.reference(weights, threshold).nonzero().tolist() == [[0, 2], [2, 1]]
-    weights, threshold = cases["two heads in one layer"]
-    assert PREVIOUS.reference(weights, threshold).nonzero().tolist() == [[1, 0], [1, 3]]
-    weights, threshold = cases["no head above the threshold"]
-    assert not PREVIOUS.reference(weights, threshold).any()
-    weights, threshold = cases["one layer: head 0 on the current token, head 1 on the previous one, head 2 uniform"]
-    assert PREVIOUS.reference(weights, threshold).tolist() == [[False, True, False]]
-
-
-def _scores(weights, first=1, back=1):
-    i = torch.arange(first, weights.shape[-1])
-    return weights[..., i, i - back].mean(dim=(1, -1))  # (n_layers, B, n_heads, n) -> (n_layers, n_heads)
-
-
-def _previous_by_hand(weights, threshold):
-    return _scores(weights) > threshold
-
-
-def test_previous_by_hand_passes(capsys):
-    check.previous_token_heads(_previous_by_hand)
-    assert "check.previous_token_heads: all" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "wrong, match, diagnosis",
-    [
-        # the diagonal: heads that attend to the current token
-        (lambda w, t: _scores(w, 0, 0) > t, "case: one layer", "attend to the current"),
-        # query 0 counted (its key -1 does not exist: counted as 0)
-        (
-            lambda w, t: _scores(w) * (w.shape[-1] - 1) / w.shape[-1] > t,
-            "case: a planted head just above the threshold",
-            "you counted query 0",
-        ),
-        # the comparison reversed
-        (lambda w, t: _scores(w) <= t, "case: one layer", "you kept the heads at or below the threshold"),
-        # no mean over the batch
-        (lambda w, t: w[..., 1:, :-1].diagonal(dim1=-2, dim2=-1).mean(-1) > t, "case: one layer", "not one entry"),
-        # >= instead of >, and the weights on key i - 2: no diagnosis fits
-        (lambda w, t: _scores(w, 2, 2) >= t, "case: one layer", None),
-    ],
-)
-def test_previous_classic_mistakes_are_caught(wrong, match, diagnosis):
-    fails(check.previous_token_heads, wrong, rf"wrong (values|shape).*{match}", diagnosis)
-
-
-# ------------------------------------------------------------------ ch17-cache-bytes
-
-
-def _measured(config, T):
-    """The bytes attnlib's KVCache holds after a forward pass of T tokens through a small model of config's
-    attention shapes (the vocabulary and the MLP shrunk: they cache nothing)."""
-    small = dataclasses.replace(config, vocab_size=50, d_ff=8, context_length=max(T, 1))
-    torch.manual_seed(0)
-    model = GPT(small).eval()
-    caches = [KVCache() for _ in model.blocks]
-    with torch.no_grad():
-        model(torch.zeros(1, T, dtype=torch.long), kv_cache=caches)
-    return sum(cache.nbytes for cache in caches)
-
-
-@pytest.mark.parametrize(
-    "config",
-    [
-        GPTConfig(vocab_size=10, context_length=16, d_model=24, n_layers=3, n_heads=6, n_kv_heads=2, bias=False),
-        GPTConfig(vocab_size=10, context_length=16, d_model=16, n_layers=2, n_heads=4),  # n_kv_heads None
-        GPTConfig(
-            vocab_size=10,
-            context_length=16,
-            d_model=16,
-            n_layers=2,
-            n_heads=4,
-            n_kv_heads=2,
-            d_head=12,
-            positions="rope",
-            norm="rmsnorm",
-            mlp="swiglu",
-            bias=False,
-        ),  # fmt: skip
-    ],
-    ids=["gqa", "mha", "d_head-on-its-own"],
-)
-@pytest.mark.parametrize("T", [1, 7])
-def test_cache_reference_is_what_kv_cache_holds(config, T):
-    assert CACHE.reference(config, T, torch.float32) == _measured(config, T)
-
-
-def test_cache_reference_equals_attnlib_kv_cache_bytes_on_every_case():
-    for label, (config, T, dtype) in CACHE.cases():
-        got = CACHE.reference(config, T, dtype)
-        expected = kv_cache_bytes(config, T=T, dtype=dtype) if T > 0 else 0  # kv_cache_bytes wants T >= 1
-        assert type(got) is int and got == expected, label
-
-
-def test_cache_smollm2_per_token():
-    smol = dict(CACHE.cases())["SmolLM2-135M, 1 token, float32"][0]
-    assert CACHE.reference(smol, 1, torch.float32) == 2 * 30 * 3 * 64 * 4  # 46,080: 45 KiB
-
-
-def _cache_with(n_kv=None, factor=2, d_head=None, size=None):
-    def answer(config, T, dtype):
-        kv = n_kv(config) if n_kv else (config.n_kv_heads or config.n_heads)
-        width = d_head(config) if d_head else config.head_dim
-        return factor * config.n_layers * kv * width * T * (size or dtype.itemsize)
-
-    return answer
-
-
-@pytest.mark.parametrize(
-    "wrong, match, diagnosis",
-    [
-        (_cache_with(n_kv=lambda c: c.n_heads), "SmolLM2-135M, 1 token", "a key/value head per query head"),
-        (_cache_with(factor=1), "SmolLM2-135M, 1 token", "the keys or the values only"),
-        (_cache_with(d_head=lambda c: c.d_model // c.n_heads), "Qwen3-0.6B", "your head width is d_model // n_heads"),
-        (_cache_with(size=4), "8,192 tokens, bfloat16", "your bytes per number do not follow dtype"),
-        # kibibytes instead of bytes: no diagnosis fits
-        (lambda c, T, d: _cache_with()(c, T, d) / 1024, "SmolLM2-135M, 1 token", None),
-    ],
-)
-def test_cache_classic_mistakes_are_caught(wrong, match, diagnosis):
-    fails(check.cache_bytes, wrong, rf"wrong value.*{match}", diagnosis)
-
-
-def test_cache_forbids_kv_cache_bytes():
-    def with_attnlib(config, T, dtype):
-        return kv_cache_bytes(config, T=T, dtype=dtype)
-
-    with pytest.raises(AssertionError, match="asks you to write cache_bytes without attnlib.kv_cache_bytes"):
-        check.cache_bytes(with_attnlib)

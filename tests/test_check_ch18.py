@@ -1,151 +1,262 @@
-"""Chapter 18's checkers: YaRN's ramp and Llama 3's frequencies. Each reference is checked against an independent
-one, attnlib's ``scaled_frequencies`` (itself equal to transformers' ``ROPE_INIT_FUNCTIONS`` to the bit,
-tests/test_rope_scaling.py): the ramp read back from YaRN's frequencies, Llama 3's frequencies themselves. The
-notebook's solutions pass, and the classic mistakes fail with their diagnosis."""
+"""Chapter 18's checkers: the induction score of a head, the previous-token heads of a model, and the bytes of a
+KV cache at T tokens. Each reference is checked against an independent one: the definitions written from the
+tokens themselves (where did this token occur before?) and as loops, heads planted in random weights, and the
+bytes attnlib's KVCache holds after a real forward pass. The notebook's solutions pass, and the classic mistakes
+fail with their diagnosis."""
 
-import math
+import dataclasses
 
 import pytest
 import torch
 from _solutions import fails, notebook_solution
 
-from attnlib import RopeScaling, check, scaled_frequencies
+from attnlib import GPT, GPTConfig, KVCache, check, kv_cache_bytes
 from attnlib.check import CHECKS
 
-RAMP = CHECKS["ch18-yarn-ramp"]
-LLAMA3 = CHECKS["ch18-llama3-frequencies"]
-NOTEBOOK = "18_long_context.ipynb"
+INDUCTION = CHECKS["ch18-induction-score"]
+PREVIOUS = CHECKS["ch18-previous-token-heads"]
+CACHE = CHECKS["ch18-cache-bytes"]
+ALL = (INDUCTION, PREVIOUS, CACHE)
+NOTEBOOK = "18_real_model.ipynb"
 
 
 def test_registered_under_their_exercises():
-    assert RAMP is check.yarn_ramp and RAMP.function == "yarn_ramp"
-    assert LLAMA3 is check.llama3_frequencies and LLAMA3.function == "llama3_frequencies"
+    assert INDUCTION is check.induction_score and INDUCTION.function == "induction_score"
+    assert PREVIOUS is check.previous_token_heads and PREVIOUS.function == "previous_token_heads"
+    assert CACHE is check.cache_bytes and CACHE.function == "cache_bytes"
 
 
 def test_the_notebooks_solutions_pass(capsys):
-    for entry in (RAMP, LLAMA3):
+    for entry in ALL:
         entry(notebook_solution(NOTEBOOK, entry.function))
     out = capsys.readouterr().out
-    for entry in (RAMP, LLAMA3):
+    for entry in ALL:
         assert f"check.{entry.function}: all {len(entry.cases())} cases passed" in out
 
 
 def test_checking_leaves_the_global_random_state_alone():
     before = torch.random.get_rng_state()
-    RAMP.cases(), LLAMA3.cases()
+    for entry in ALL:
+        entry.cases()
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
-# ------------------------------------------------------------------ ch18-yarn-ramp
+# ------------------------------------------------------------------ ch18-induction-score
 
 
-def test_ramp_reference_is_what_yarns_frequencies_interpolate():
-    """YaRN's theta' = (1 - r) theta + r theta / s, so r = (theta - theta') / (theta - theta / s)."""
-    for label, (d, base, L0, beta_fast, beta_slow) in RAMP.cases():
-        r = RAMP.reference(d, base, L0, beta_fast, beta_slow)
-        assert r.shape == (d // 2,) and r.dtype == torch.float32, label
-        s = RopeScaling("yarn", factor=4.0, original_max_position_embeddings=L0, beta_fast=beta_fast,
-                        beta_slow=beta_slow)  # fmt: skip
-        theta = scaled_frequencies(d, base, None, dtype=torch.float64)[0]
-        scaled = scaled_frequencies(d, base, s, dtype=torch.float64)[0]
-        torch.testing.assert_close(r.double(), (theta - scaled) / (theta - theta / 4), atol=1e-6, rtol=0, msg=label)
+def _induction_from_tokens(weights, period):
+    """The definition from the tokens: the sequence repeats `period` distinct tokens; for each query whose token
+    occurred before, the weight on the token right after its latest earlier occurrence, averaged per head."""
+    B, n_heads, T, _ = weights.shape
+    tokens = [t % period for t in range(T)]  # distinct within a period
+    scores = torch.zeros(n_heads, dtype=torch.float64)
+    queries = 0
+    for i in range(T):
+        earlier = [j for j in range(i) if tokens[j] == tokens[i]]
+        if not earlier:
+            continue
+        queries += 1
+        for h in range(n_heads):
+            scores[h] += sum(weights[b, h, i, earlier[-1] + 1].item() for b in range(B)) / B
+    return scores / queries
 
 
-def test_the_toys_ramp_by_hand():
-    """d = 8, base 300, L0 = 32: e(32) < 0 so lo = 0; e(1) = 8 ln(32 / 2pi) / (2 ln 300) = 1.14, hi = 2."""
-    assert 8 * math.log(32 / (2 * math.pi)) / (2 * math.log(300)) == pytest.approx(1.14, abs=0.01)
-    assert RAMP.reference(8, 300.0, 32).tolist() == [0.0, 0.5, 1.0, 1.0]
+def test_induction_reference_is_the_definition_from_the_tokens():
+    for label, (weights, period) in INDUCTION.cases():
+        got = INDUCTION.reference(weights, period)
+        assert got.shape == (weights.shape[1],) and got.dtype == weights.dtype, label
+        torch.testing.assert_close(got.double(), _induction_from_tokens(weights, period), atol=1e-6, rtol=1e-6)
 
 
-def _ramp(d, base, L0, bf, bs, floor=math.floor, ceil=math.ceil, pairs=None):
-    def edge(turns):
-        return d * math.log(L0 / (2 * math.pi * turns)) / (2 * math.log(base))
-
-    lo, hi = max(floor(edge(bf)), 0), min(ceil(edge(bs)), d - 1)
-    hi = hi + 0.001 if lo == hi else hi
-    return torch.clamp((torch.arange(pairs or d // 2, dtype=torch.float32) - lo) / (hi - lo), 0, 1)
+def test_an_exact_induction_head_scores_1_and_a_previous_token_head_less():
+    weights, period = INDUCTION.cases()[0][1]
+    scores = INDUCTION.reference(weights, period)
+    assert scores[0].item() == 1.0 and scores[1].item() < 0.5
 
 
-@pytest.mark.parametrize(
-    "wrong, diagnosis",
-    [
-        (lambda d, b, L, bf=32.0, bs=1.0: 1 - _ramp(d, b, L, bf, bs), "your ramp is 1 for the fast pairs"),
-        (lambda d, b, L, bf=32.0, bs=1.0: _ramp(d, b, L, bs, bf), "you swapped the betas"),
-        (lambda d, b, L, bf=32.0, bs=1.0: _ramp(d, b, L, bf, bs, floor=float, ceil=float), "you kept the edges"),
-        (lambda d, b, L, bf=32.0, bs=1.0: _ramp(d, b, L, bf, bs, pairs=d), "your ramp has one value per dimension"),
-        # the natural log of the turns, not of L0 / (2 pi turns): no diagnosis fits
-        (lambda d, b, L, bf=32.0, bs=1.0: torch.zeros(d // 2), None),
-    ],
-)
-def test_ramp_classic_mistakes_are_caught(wrong, diagnosis):
-    fails(check.yarn_ramp, wrong, r"wrong (values|shape).*case: ", diagnosis)
+def _induction_by_hand(weights, period):
+    i = torch.arange(period, weights.shape[-1])
+    return weights[..., i, i - period + 1].mean(dim=(0, -1))
 
 
-def test_ramp_may_not_call_scaled_frequencies():
-    def cheat(d, base, L0, beta_fast=32.0, beta_slow=1.0):
-        s = RopeScaling("yarn", factor=2.0, original_max_position_embeddings=L0)
-        theta, scaled = scaled_frequencies(d, base, None)[0], scaled_frequencies(d, base, s)[0]
-        return (theta - scaled) / (theta / 2)
-
-    with pytest.raises(AssertionError, match="without attnlib.scaled_frequencies"):
-        check.yarn_ramp(cheat)
-
-
-# ------------------------------------------------------------------ ch18-llama3-frequencies
-
-
-def test_llama3_reference_is_attnlibs_scaled_frequencies():
-    for label, (theta, factor, L0, low, high) in LLAMA3.cases():
-        d = 2 * theta.shape[0]
-        base = 1 / theta[1].item() ** (d / 2)  # theta_1 = base^(-2/d)
-        s = RopeScaling("llama3", factor=factor, original_max_position_embeddings=L0, low_freq_factor=low,
-                        high_freq_factor=high)  # fmt: skip
-        expected = scaled_frequencies(d, round(base, 1), s, dtype=theta.dtype)[0]
-        got = LLAMA3.reference(theta, factor, L0, low, high)
-        assert got.dtype == theta.dtype, label
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=0, msg=label)
-
-
-def test_llama31_keeps_the_short_waves_and_divides_the_long_ones():
-    theta = scaled_frequencies(128, 500000.0, None)[0]
-    got = LLAMA3.reference(theta, 8.0, 8192)
-    wavelength = 2 * math.pi / theta
-    assert torch.equal(got[wavelength < 2048], theta[wavelength < 2048])
-    assert torch.equal(got[wavelength > 8192], theta[wavelength > 8192] / 8)
-    between = (wavelength >= 2048) & (wavelength <= 8192)
-    assert between.any() and ((got[between] < theta[between]) & (got[between] > theta[between] / 8)).all()
-
-
-def _bands(theta, s, L0, lo=1.0, hi=4.0, kept="short", g_flip=False, blend=True):
-    wavelength = 2 * math.pi / theta
-    g = (L0 / wavelength - lo) / (hi - lo)
-    g = 1 - g if g_flip else g
-    between = (1 - g) * theta / s + g * theta if blend else theta
-    short, long = wavelength < L0 / hi, wavelength > L0 / lo
-    if kept == "long":
-        short, long = long, short
-    return torch.where(long, theta / s, torch.where(short, theta, between))
+def _picked(weights, first, back):
+    i = torch.arange(first, weights.shape[-1])
+    return weights[..., i, i - back]  # (B, n_heads, n_queries)
 
 
 @pytest.mark.parametrize(
     "wrong, diagnosis",
     [
-        (lambda t, s, L, lo=1.0, hi=4.0: t / s, "you divided every frequency by the factor"),
-        (lambda t, s, L, lo=1.0, hi=4.0: _bands(t, s, L, lo, hi, kept="long"), "you swapped the bands"),
-        (lambda t, s, L, lo=1.0, hi=4.0: _bands(t, s, L, lo, hi, g_flip=True), "your blend runs the wrong way"),
-        (lambda t, s, L, lo=1.0, hi=4.0: _bands(t, s, L, lo, hi, blend=False), "you left out the blend"),
-        # the wavelength taken as 1 / theta, without 2 pi: no diagnosis fits
-        (lambda t, s, L, lo=1.0, hi=4.0: _bands(t * 2 * math.pi, s, L, lo, hi) / (2 * math.pi), None),
+        # the earlier occurrence itself, not the token after it
+        (lambda w, p: _picked(w, p, p).mean(dim=(0, -1)), "you took key i - period"),
+        # from query period - 1: the last token of the first copy, whose key is token 0
+        (lambda w, p: _picked(w, p - 1, p - 1).mean(dim=(0, -1)), "you started at query period - 1"),
+        # the sum over the second copy divided by every query
+        (lambda w, p: _picked(w, p, p - 1).sum(dim=-1).mean(dim=0) / w.shape[-1], "you averaged over every query"),
+        # no mean over the batch
+        (lambda w, p: _picked(w, p, p - 1).mean(dim=-1), "your scores are per sequence"),
+        # the batch and the queries averaged, but the mean over the whole row of weights: no diagnosis fits
+        (lambda w, p: w[..., p:, :].mean(dim=(0, -2, -1)), None),
     ],
 )
-def test_llama3_classic_mistakes_are_caught(wrong, diagnosis):
-    fails(check.llama3_frequencies, wrong, r"wrong (values|shape|dtype).*case: ", diagnosis)
+def test_induction_classic_mistakes_are_caught(wrong, diagnosis):
+    fails(check.induction_score, wrong, r"wrong (values|shape).*case: ", diagnosis)
 
 
-def test_llama3_may_not_call_scaled_frequencies():
-    def cheat(theta, factor, original_length, low_freq_factor=1.0, high_freq_factor=4.0):
-        s = RopeScaling("llama3", factor=factor, original_max_position_embeddings=original_length)
-        return scaled_frequencies(2 * theta.shape[0], 500000.0, s)[0]
+def test_induction_by_hand_passes(capsys):
+    check.induction_score(_induction_by_hand)
+    assert "check.induction_score: all" in capsys.readouterr().out
 
-    with pytest.raises(AssertionError, match="without attnlib.scaled_frequencies"):
-        check.llama3_frequencies(cheat)
+
+# ------------------------------------------------------------------ ch18-previous-token-heads
+
+
+def _previous_by_loops(weights, threshold):
+    """The definition as loops over layers, heads, sequences and queries, in Python floats."""
+    n_layers, B, n_heads, T, _ = weights.shape
+    found = torch.zeros(n_layers, n_heads, dtype=torch.bool)
+    for layer in range(n_layers):
+        for h in range(n_heads):
+            total = sum(weights[layer, b, h, i, i - 1].item() for b in range(B) for i in range(1, T))
+            found[layer, h] = total / (B * (T - 1)) > threshold
+    return found
+
+
+def test_previous_reference_is_the_definition_as_loops():
+    for label, (weights, threshold) in PREVIOUS.cases():
+        got = PREVIOUS.reference(weights, threshold)
+        assert got.dtype == torch.bool and torch.equal(got, _previous_by_loops(weights, threshold)), label
+
+
+def test_previous_finds_the_planted_heads():
+    cases = dict(PREVIOUS.cases())
+    weights, threshold = cases["3 layers, 4 heads, two planted previous-token heads"]
+    assert PREVIOUS.reference(weights, threshold).nonzero().tolist() == [[0, 2], [2, 1]]
+    weights, threshold = cases["two heads in one layer"]
+    assert PREVIOUS.reference(weights, threshold).nonzero().tolist() == [[1, 0], [1, 3]]
+    weights, threshold = cases["no head above the threshold"]
+    assert not PREVIOUS.reference(weights, threshold).any()
+    weights, threshold = cases["one layer: head 0 on the current token, head 1 on the previous one, head 2 uniform"]
+    assert PREVIOUS.reference(weights, threshold).tolist() == [[False, True, False]]
+
+
+def _scores(weights, first=1, back=1):
+    i = torch.arange(first, weights.shape[-1])
+    return weights[..., i, i - back].mean(dim=(1, -1))  # (n_layers, B, n_heads, n) -> (n_layers, n_heads)
+
+
+def _previous_by_hand(weights, threshold):
+    return _scores(weights) > threshold
+
+
+def test_previous_by_hand_passes(capsys):
+    check.previous_token_heads(_previous_by_hand)
+    assert "check.previous_token_heads: all" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        # the diagonal: heads that attend to the current token
+        (lambda w, t: _scores(w, 0, 0) > t, "case: one layer", "attend to the current"),
+        # query 0 counted (its key -1 does not exist: counted as 0)
+        (
+            lambda w, t: _scores(w) * (w.shape[-1] - 1) / w.shape[-1] > t,
+            "case: a planted head just above the threshold",
+            "you counted query 0",
+        ),
+        # the comparison reversed
+        (lambda w, t: _scores(w) <= t, "case: one layer", "you kept the heads at or below the threshold"),
+        # no mean over the batch
+        (lambda w, t: w[..., 1:, :-1].diagonal(dim1=-2, dim2=-1).mean(-1) > t, "case: one layer", "not one entry"),
+        # >= instead of >, and the weights on key i - 2: no diagnosis fits
+        (lambda w, t: _scores(w, 2, 2) >= t, "case: one layer", None),
+    ],
+)
+def test_previous_classic_mistakes_are_caught(wrong, match, diagnosis):
+    fails(check.previous_token_heads, wrong, rf"wrong (values|shape).*{match}", diagnosis)
+
+
+# ------------------------------------------------------------------ ch18-cache-bytes
+
+
+def _measured(config, T):
+    """The bytes attnlib's KVCache holds after a forward pass of T tokens through a small model of config's
+    attention shapes (the vocabulary and the MLP shrunk: they cache nothing)."""
+    small = dataclasses.replace(config, vocab_size=50, d_ff=8, context_length=max(T, 1))
+    torch.manual_seed(0)
+    model = GPT(small).eval()
+    caches = [KVCache() for _ in model.blocks]
+    with torch.no_grad():
+        model(torch.zeros(1, T, dtype=torch.long), kv_cache=caches)
+    return sum(cache.nbytes for cache in caches)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GPTConfig(vocab_size=10, context_length=16, d_model=24, n_layers=3, n_heads=6, n_kv_heads=2, bias=False),
+        GPTConfig(vocab_size=10, context_length=16, d_model=16, n_layers=2, n_heads=4),  # n_kv_heads None
+        GPTConfig(
+            vocab_size=10,
+            context_length=16,
+            d_model=16,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=2,
+            d_head=12,
+            positions="rope",
+            norm="rmsnorm",
+            mlp="swiglu",
+            bias=False,
+        ),  # fmt: skip
+    ],
+    ids=["gqa", "mha", "d_head-on-its-own"],
+)
+@pytest.mark.parametrize("T", [1, 7])
+def test_cache_reference_is_what_kv_cache_holds(config, T):
+    assert CACHE.reference(config, T, torch.float32) == _measured(config, T)
+
+
+def test_cache_reference_equals_attnlib_kv_cache_bytes_on_every_case():
+    for label, (config, T, dtype) in CACHE.cases():
+        got = CACHE.reference(config, T, dtype)
+        expected = kv_cache_bytes(config, T=T, dtype=dtype) if T > 0 else 0  # kv_cache_bytes wants T >= 1
+        assert type(got) is int and got == expected, label
+
+
+def test_cache_smollm2_per_token():
+    smol = dict(CACHE.cases())["SmolLM2-135M, 1 token, float32"][0]
+    assert CACHE.reference(smol, 1, torch.float32) == 2 * 30 * 3 * 64 * 4  # 46,080: 45 KiB
+
+
+def _cache_with(n_kv=None, factor=2, d_head=None, size=None):
+    def answer(config, T, dtype):
+        kv = n_kv(config) if n_kv else (config.n_kv_heads or config.n_heads)
+        width = d_head(config) if d_head else config.head_dim
+        return factor * config.n_layers * kv * width * T * (size or dtype.itemsize)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "wrong, match, diagnosis",
+    [
+        (_cache_with(n_kv=lambda c: c.n_heads), "SmolLM2-135M, 1 token", "a key/value head per query head"),
+        (_cache_with(factor=1), "SmolLM2-135M, 1 token", "the keys or the values only"),
+        (_cache_with(d_head=lambda c: c.d_model // c.n_heads), "Qwen3-0.6B", "your head width is d_model // n_heads"),
+        (_cache_with(size=4), "8,192 tokens, bfloat16", "your bytes per number do not follow dtype"),
+        # kibibytes instead of bytes: no diagnosis fits
+        (lambda c, T, d: _cache_with()(c, T, d) / 1024, "SmolLM2-135M, 1 token", None),
+    ],
+)
+def test_cache_classic_mistakes_are_caught(wrong, match, diagnosis):
+    fails(check.cache_bytes, wrong, rf"wrong value.*{match}", diagnosis)
+
+
+def test_cache_forbids_kv_cache_bytes():
+    def with_attnlib(config, T, dtype):
+        return kv_cache_bytes(config, T=T, dtype=dtype)
+
+    with pytest.raises(AssertionError, match="asks you to write cache_bytes without attnlib.kv_cache_bytes"):
+        check.cache_bytes(with_attnlib)

@@ -1,4 +1,4 @@
-"""Chapter 18's options of the attention layer, the block and the model (issue 36), each compared with its
+"""Chapter 19's options of the attention layer, the block and the model (issue 36), each compared with its
 formula written out here in plain torch (float64), never with attnlib itself: the score scale and soft cap,
 the QK-norm kinds, biases per projection, partial rotary, RoPE scaling, positions per layer, where the norms
 sit, the gated and external MLPs, the embedding and logit scales; that GPT.generate keeps its tokens with
@@ -439,7 +439,7 @@ def test_embed_scale_and_logits(embed_scale, logit_scale, logit_softcap, positio
 
 
 SCALING = RopeScaling("yarn", factor=4.0, original_max_position_embeddings=8)
-FAMILIES = {  # each a mix of chapter 18's options, as a family sets them
+FAMILIES = {  # each a mix of chapter 19's options, as a family sets them
     "gemma2": dict(positions="rope", norm="rmsnorm", mlp="geglu", block="sandwich", sliding_window=4,
                    layer_types=("sliding", "full"), rope_base=1e6, rope_base_sliding=1e4, attn_scale=0.2,
                    attn_softcap=1.5, embed_scale=D**0.5, logit_softcap=3.0, qk_norm=True, bias=False),

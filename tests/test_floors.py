@@ -70,7 +70,7 @@ def test_the_scanner_finds_the_known_uses(used):
             tokens = [(t.string, t.start[0]) for t in tokenize.tokenize(f.readline) if t.type in (NAME, OP)]
         expected = [f"{rel}:{n}" for (a, n), (b, _) in zip(tokens, tokens[1:]) if (a, b) == ("enable_gqa", "=")]
         assert expected and [w for w in gqa if w.startswith(f"{rel}:")] == expected, (gqa, expected)
-    assert any(w.startswith("notebooks/15_local_attention.ipynb cell ") for w in used[FLEX].where), used.get(FLEX)
+    assert any(w.startswith("notebooks/16_local_attention.ipynb cell ") for w in used[FLEX].where), used.get(FLEX)
     assert f"{FLEX}.flex_attention" in used and f"{FLEX}.create_block_mask" in used
 
 
@@ -131,7 +131,7 @@ def test_the_check_catches_an_older_floor(tmp_path, used):
     old = torch_api.problems(reasons, torch_api.index(_fake_torch_24(tmp_path), reasons))
     assert len(old) == 3, old
     assert old[0].startswith(f"{SDPA} does not accept enable_gqa=") and "attnlib/multihead.py:" in old[0], old
-    assert old[1].startswith(f"{FLEX} does not exist; used at notebooks/15_local_attention.ipynb cell "), old
+    assert old[1].startswith(f"{FLEX} does not exist; used at notebooks/16_local_attention.ipynb cell "), old
     assert old[2].startswith(f"{FLEX}.flex_attention does not exist"), old
     # the real torch 2.5.0, as indexed in tests/torch_floor.json, has both
     names = _floor_data()["names"]

@@ -1,4 +1,4 @@
-"""Chapter 19: gated attention (Qiu et al. 2025), the output gate of Qwen3-Next's attention layers.
+"""Chapter 20: gated attention (Qiu et al. 2025), the output gate of Qwen3-Next's attention layers.
 
 ``MultiHeadAttention(output_gate=True)`` multiplies each head's output by ``sigmoid(x W_G)`` before ``W_O``.
 Tested against the formula written out, and against transformers' ``Qwen3NextAttention`` given the same

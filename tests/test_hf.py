@@ -1,4 +1,4 @@
-"""Chapter 14: attnlib.from_hf against Hugging Face transformers, the same weights (small random configs).
+"""Chapter 15: attnlib.from_hf against Hugging Face transformers, the same weights (small random configs).
 
 Nothing is downloaded: every model is built from a config with random weights."""
 
@@ -205,7 +205,7 @@ def test_unsupported_models_name_the_supported_families():
 
 
 def test_unsupported_options_are_named():
-    """Chapter 18 builds RoPE scaling and every family's windows (tests/test_hf_families.py); what attnlib
+    """Chapter 19 builds RoPE scaling and every family's windows (tests/test_hf_families.py); what attnlib
     does not build is still refused by name: another MLP activation, chunked attention (Llama 4), a
     bidirectional window (Gemma 3's embedding models), dropout on the attention weights."""
     with pytest.raises(AttnlibError, match=r"MLP activation is 'silu'.*received relu"):
@@ -259,7 +259,7 @@ def test_rope_is_read_in_both_transformers_spellings(config, match):
 
 @pytest.mark.parametrize("spelling", ["installed", "other"])
 def test_from_hf_reads_a_yarn_deepseek_v3_layer_only_in_the_installed_spelling(spelling):
-    """A DeepseekV3Attention with YaRN (chapter 18) is loaded when its config says so in the installed
+    """A DeepseekV3Attention with YaRN (chapter 19) is loaded when its config says so in the installed
     transformers' spelling, which its layer reads (tests/test_latent.py compares the outputs); said in
     4.x's only through a 5.x attribute, which its layer never reads, it is refused."""
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
@@ -320,7 +320,7 @@ def test_deepseek_v3s_query_norm_becomes_q_latent_norm_not_qk_norm():
 
 
 def test_a_decoder_familys_rope_is_read_per_layer_type_and_its_spellings_must_agree():
-    """Chapter 18: a scaled RoPE is read in either spelling, per layer type where transformers 5 keeps one dict
+    """Chapter 19: a scaled RoPE is read in either spelling, per layer type where transformers 5 keeps one dict
     per type (Gemma 3) or 4 keeps the sliding layers' base apart (rope_local_base_freq); a config whose two
     spellings say different things is refused, since each transformers version reads only its own."""
     from attnlib._hf_checks import hf_rope

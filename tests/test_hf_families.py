@@ -1,4 +1,4 @@
-"""Chapter 18: ``attnlib.from_hf`` loads every family of the chapter's table, each from a small random config
+"""Chapter 19: ``attnlib.from_hf`` loads every family of the chapter's table, each from a small random config
 with the options its real config.json sets (RoPE scaling, windows, sinks, biases, soft-caps, multipliers, norms).
 
 Each model is tiny (d_model 64, 4 heads, 2 key/value heads, vocabulary 128, 2 to 6 layers: enough for every

@@ -212,10 +212,10 @@ def test_release_never_overwrites(tmp_path, capsys):
 # The chapters whose exercises, together, send every kind of case and answer through the kernel:
 # tensors, a float (ch03 unit_variance_scale), ints and a
 # torch.dtype argument (ch11 longest_context), a tuple of tensors (ch13 merge_partials), an
-# attnlib.GPTConfig (ch17 cache_bytes).
+# attnlib.GPTConfig (ch18 cache_bytes).
 # Every chapter's solution is checked in-process by tests/test_check.py, and every chapter's
 # student version goes through the grader above.
-SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb", "17_real_model.ipynb"]
+SOURCE_SAMPLE = ["03_scaling.ipynb", "11_cost.ipynb", "13_tiled_attention.ipynb", "18_real_model.ipynb"]
 
 
 def test_the_source_sample_covers_every_kind_of_case_and_answer():
@@ -500,10 +500,10 @@ def absorbed_attention(q_nope, q_rope, c, k_rope, w_uk, w_uv):
 
 @pytest.mark.slow
 def test_the_grader_counts_the_multiply_adds_of_the_absorbed_form(tmp_path):
-    """Chapter 16's absorbed_attention: form 1 (keys and values expanded) has the right outputs, and the
+    """Chapter 17's absorbed_attention: form 1 (keys and values expanded) has the right outputs, and the
     grader, like the notebook's check, counts its multiply-adds in the student's kernel and fails it."""
-    path = _submission(tmp_path, EXPANDED_ABSORBED, name="16_latent_attention.ipynb")
+    path = _submission(tmp_path, EXPANDED_ABSORBED, name="17_latent_attention.ipynb")
     results = {r.exercise: r for r in homework.grade_one(path, timeout=30)}
-    expanded = results["ch16-absorbed-attention"]
+    expanded = results["ch17-absorbed-attention"]
     assert expanded.result == "fail" and expanded.points == 0
     assert "too many multiply-adds" in expanded.message and "diagnosis: you expand keys" in expanded.message

@@ -1,4 +1,4 @@
-"""Chapter 19: hybrid models, Gated DeltaNet layers among attention layers (Qwen3-Next's 3:1 pattern).
+"""Chapter 20: hybrid models, Gated DeltaNet layers among attention layers (Qwen3-Next's 3:1 pattern).
 
 ``GPTConfig(layer_types=(..., "linear", ...), delta_heads=..., delta_d_k=..., delta_d_v=...)`` builds a
 :class:`~attnlib.recurrent.GatedDeltaNet` in each ``"linear"`` layer; its cache is a

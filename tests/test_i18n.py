@@ -439,7 +439,7 @@ def _looked_up() -> dict[str, str]:
     for entry in check.CHECKS.values():
         found[entry.hint] = found[entry.covers] = entry.exercise
         found.update({message: entry.exercise for message, _ in entry.diagnoses})
-        if hasattr(entry, "cost_diagnosis"):  # chapter 16's count of multiply-adds
+        if hasattr(entry, "cost_diagnosis"):  # chapter 17's count of multiply-adds
             found[entry.cost_diagnosis] = entry.exercise
     found.update({text: "plot.OVERVIEW_STEPS" for _, text, _ in plot.OVERVIEW_STEPS})
     found.update({result: "homework.RESULTS" for result in homework.RESULTS})

@@ -1,4 +1,4 @@
-"""Chapter 16: multi-head latent attention against transformers' DeepseekV3Attention (small random
+"""Chapter 17: multi-head latent attention against transformers' DeepseekV3Attention (small random
 configs, nothing downloaded), its absorbed form against the naive one, its cache against the closed form."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_from_hf_equals_deepseek_v3_attention(q_rank, absorb):
 
 @pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
 def test_deepseek_v3s_yarn_equals_transformers(absorb):
-    """Chapter 18: DeepSeek-V3 ships YaRN (factor 40, mscale = mscale_all_dim = 1): the rotated part's
+    """Chapter 19: DeepSeek-V3 ships YaRN (factor 40, mscale = mscale_all_dim = 1): the rotated part's
     frequencies rescaled by band, and the scores' scale times mscale(40, 1)^2 = 1.3689^2. Equal to
     transformers' layer with the same weights, and not to the same layer with default RoPE."""
     yarn = dict(factor=40.0, original_max_position_embeddings=4, mscale=1.0, mscale_all_dim=1.0)
@@ -297,7 +297,7 @@ def test_mla_config_d_head_nope_is_its_own_field():
 
 def test_an_mla_config_takes_rope_scaling_to_every_layer():
     """GPTConfig(attention="mla", rope_scaling=...) builds every layer with that scaling and its score scale;
-    the other chapter 18 options, which MLA does not use, are refused."""
+    the other chapter 19 options, which MLA does not use, are refused."""
     from attnlib.latent import yarn_score_scale
     from attnlib.rope_scaling import RopeScaling
 
@@ -308,5 +308,5 @@ def test_an_mla_config_takes_rope_scaling_to_every_layer():
         assert block.attn.pos_enc.scaling is yarn
         assert block.attn.scale == yarn_score_scale(8 + 4, yarn) != 1 / math.sqrt(8 + 4)
     assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, 31)
-    with pytest.raises(AttnlibError, match="'mla' without chapter 18's"):
+    with pytest.raises(AttnlibError, match="'mla' without chapter 19's"):
         GPTConfig(**base, attention="mla", kv_rank=8, attn_scale=0.1)

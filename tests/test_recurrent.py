@@ -1,4 +1,4 @@
-"""Chapter 19's library: linear attention (parallel, recurrent, one step) and Gated DeltaNet
+"""Chapter 20's library: linear attention (parallel, recurrent, one step) and Gated DeltaNet
 (recurrent, chunked, the layer), each against an independent reference: loops written out here,
 softmax attention, and transformers' Qwen3-Next functions and layer given the same inputs and weights."""
 

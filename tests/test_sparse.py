@@ -1,4 +1,4 @@
-"""Chapter 19: DeepSeek Sparse Attention against transformers' DeepseekV32Indexer and DeepseekV32Attention
+"""Chapter 20: DeepSeek Sparse Attention against transformers' DeepseekV32Indexer and DeepseekV32Attention
 (small random configs, nothing downloaded), and the top-k mask's properties."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_indexer_with_a_cache_equals_transformers(monkeypatch):
 
 
 def _sparse_mla(mla, indexer, x, top_k):
-    """attnlib's DeepSeek-V3.2 layer, causal: MLA's queries, keys and values (its expanded form, chapter 16)
+    """attnlib's DeepSeek-V3.2 layer, causal: MLA's queries, keys and values (its expanded form, chapter 17)
     attending to the keys the indexer chose."""
     B, T_, _ = x.shape
     pos = torch.arange(T_)
@@ -133,12 +133,12 @@ def test_sparse_mla_equals_transformers_attention_layer():
 
     layer, config = _hf_layer(seed=2)
     mla, indexer = _mla_from_hf(layer), LightningIndexer.from_hf(layer.indexer)
-    mla.indexer = None  # chapter 16's layer alone, every causal key (from_hf's selection: the next test)
+    mla.indexer = None  # chapter 17's layer alone, every causal key (from_hf's selection: the next test)
     x = torch.randn(2, T, D)
     positions, cos_sin, _ = _hf_inputs(layer, config, x)
     blocked = torch.zeros(T, T).masked_fill(~causal_mask(T), torch.finfo(x.dtype).min)  # eager: an additive mask
     expected, _ = layer(x, cos_sin, blocked.expand(2, 1, T, T), position_ids=positions)
-    dense, _ = _sparse_mla(mla, indexer, x, top_k=T)  # every causal key: the helper is chapter 16's layer
+    dense, _ = _sparse_mla(mla, indexer, x, top_k=T)  # every causal key: the helper is chapter 17's layer
     torch.testing.assert_close(dense, mla(x, is_causal=True)[0], **TOL)
     ours, scores = _sparse_mla(mla, indexer, x, top_k=TOP_K)
     _assert_no_boundary_ties(scores, TOP_K, causal_mask(T))

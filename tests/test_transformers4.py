@@ -85,7 +85,7 @@ def transformers4() -> dict:
 
 @pytest.mark.slow
 def test_part3_runs_under_colabs_transformers_4(transformers4):
-    """Chapters 14-16 give their committed outputs, and attnlib equals transformers' models, under
+    """Chapters 15-17 give their committed outputs, and attnlib equals transformers' models, under
     transformers 4.57 too: no test failed or was skipped for want of something (but a GPU, or a model
     that 4.x does not have)."""
     version = transformers4["version"]
@@ -108,12 +108,12 @@ def test_part3_runs_under_colabs_transformers_4(transformers4):
 
 
 def test_part3_is_found():
-    """What the job runs: Part III's chapters, from chapter 14 on, and the tests against transformers."""
+    """What the job runs: Part III's chapters, from chapter 15 on, and the tests against transformers."""
     found = part3()
     assert found[:3] == [
-        f"notebooks/{n}.ipynb" for n in ("14_modern_attention", "15_local_attention", "16_latent_attention")
+        f"notebooks/{n}.ipynb" for n in ("15_modern_attention", "16_local_attention", "17_latent_attention")
     ]
-    assert {"tests/test_hf.py", "tests/test_latent.py", "tests/test_windows.py", "tests/test_check_ch16.py"} <= set(
+    assert {"tests/test_hf.py", "tests/test_latent.py", "tests/test_windows.py", "tests/test_check_ch17.py"} <= set(
         found
     )
     assert not any(path.startswith("notebooks/0") for path in found), found

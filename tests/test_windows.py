@@ -1,4 +1,4 @@
-"""Chapter 15: sliding windows, rolling and StreamingLLM caches, learned sinks, masks as functions.
+"""Chapter 16: sliding windows, rolling and StreamingLLM caches, learned sinks, masks as functions.
 
 References: PyTorch's SDPA with the band mask and its flex_attention (uncompiled, on the CPU);
 transformers' MistralForCausalLM (sliding window) and GptOssAttention (learned sinks), small

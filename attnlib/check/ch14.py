@@ -1,405 +1,232 @@
-"""Checkers for chapter 14's coding exercises."""
+"""Checkers for chapter 14's coding exercises: the softmax's backward from its row-wise form, and one tile's
+``dS`` in FlashAttention-2's backward pass, from the log-sum-exp ``L`` and ``D`` of all the keys."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 
-from ..positions import apply_rope
+from ..backward import softmax_backward
 from ._core import Cases, Check, _register, matches
 
-# ------------------------------------------------------------------ ch14-rotate-half
+NEG_INF = float("-inf")
+
+# ------------------------------------------------------------------ ch14-softmax-grad
 
 
-def _rotate_half_cases() -> Cases:
-    """(w, n_heads): w of shape (n_heads * d_head, ...) (a projection's weight, a bias, a gain), seeded."""
+def _softmax_grad_cases() -> Cases:
+    """(p, dp): softmax outputs of seeded scores (``-inf`` = a masked key, weight 0) and a gradient."""
     g = torch.Generator().manual_seed(14)
 
-    def randn(*shape, dtype=torch.float32):
-        return torch.randn(*shape, generator=g, dtype=dtype)
+    def case(label, shape, dtype=torch.float32, size=1.0, masked=()):
+        x = size * torch.randn(*shape, generator=g, dtype=dtype)
+        x[..., list(masked)] = NEG_INF
+        dp = torch.randn(*shape, generator=g, dtype=dtype)
+        return label, (torch.softmax(x, dim=-1), dp)
 
-    # the small cases come first: a message shows a tensor in full up to 24 entries
     cases = [
-        ("rows numbered 0 to 7: 2 heads of d_head = 4, one input", (torch.arange(8.0).reshape(8, 1), 2)),
-        ("d_head = 2: both layouts pair dimensions 0 and 1, nothing moves", (randn(6, 3), 3)),
-        ("a bias vector (n_heads * d_head,) = (12,): 3 heads of 4", (randn(12), 3)),
-        ("a QK-norm gain (d_head,) = (16,): one head", (randn(16), 1)),
-        ("W_Q of a small Llama: 4 heads of d_head = 8, d_model = 16", (randn(32, 16), 4)),
-        ("W_K with grouped-query attention: 2 key/value heads of d_head = 8", (randn(16, 16), 2)),
-        ("one head of d_head = 64 (n_heads = 1), 10 inputs", (randn(64, 10), 1)),
-        ("Llama 3 8B's W_K shape, 8 key/value heads of 128, cut to 32 inputs", (randn(1024, 32), 8)),
-        ("float64 weights: the result must stay float64", (randn(24, 5, dtype=torch.float64), 3)),
+        case("one row of 3 weights", (3,)),
+        case("4 rows of 4 weights: a row sum broadcast along the wrong axis still has the right shape", (4, 4)),
+        case("5 rows of 7 weights", (5, 7)),
+        case("batched: (2, 3, 6)", (2, 3, 6)),
+        case("keys 1 and 4 masked: p = 0 there, and so is the gradient", (3, 6), masked=(1, 4)),
+        case("peaked rows (scores x 8): p close to one-hot", (2, 5), size=8.0),
+        case("one key per row: p = 1, the gradient is 0", (4, 1)),
+        case("float64: the result must stay float64", (3, 5), dtype=torch.float64),
     ]
-    for _ in range(3):
-        n_heads, half, d_in = (int(s) for s in torch.randint(1, 7, (3,), generator=g))
-        cases.append(
-            (
-                f"random: {n_heads} heads of d_head = {2 * half}, d_in = {d_in}",
-                (randn(n_heads * 2 * half, d_in), n_heads),
-            )
-        )
+    for _ in range(2):
+        shape = tuple(int(n) for n in torch.randint(1, 7, (3,), generator=g))
+        cases.append(case(f"random: shape {shape}", shape, size=3.0))
     return cases
 
 
-def _interleaved_to_rotate_half(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """The rows of a query or key projection from the interleaved pair layout (Meta's Llama code,
-    attnlib) to the rotate-half layout (Hugging Face's Llama): within each head, row ``2i`` goes
-    to row ``i`` and row ``2i + 1`` to row ``d_head / 2 + i``. ``w``: ``(n_heads * d_head, ...)``;
-    the permutation of ``transformers``' ``convert_llama_weights_to_hf.py`` (its ``permute``),
-    for any trailing shape."""
-    d_head = w.shape[0] // n_heads
-    # (n_heads * d_head, ...) -> (n_heads, d_head/2, 2, ...) -> (n_heads, 2, d_head/2, ...) -> (n_heads * d_head, ...)
-    return w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
-
-
-def _rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """The inverse permutation (rotate half -> interleaved): row ``i`` of a head goes to row ``2i`` and row
-    ``d_head / 2 + i`` to row ``2i + 1``; the same as :func:`_interleaved_to_rotate_half` for ``d_head <= 4``."""
-    d_head = w.shape[0] // n_heads
-    # (n_heads * d_head, ...) -> (n_heads, 2, d_head/2, ...) -> (n_heads, d_head/2, 2, ...) -> (n_heads * d_head, ...)
-    return w.reshape(n_heads, 2, d_head // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
-
-
-interleaved_to_rotate_half = _register(
+softmax_grad = _register(
     Check(
-        exercise="ch14-rotate-half",
-        function="interleaved_to_rotate_half",
-        cases=_rotate_half_cases,
-        reference=_interleaved_to_rotate_half,
-        atol=0.0,
-        rtol=0.0,
-        hint="only rows move, within each head: d_head = w.shape[0] // n_heads; new row h * d_head + i is old "
-        "row h * d_head + 2i and new row h * d_head + d_head/2 + i is old row h * d_head + 2i + 1 (the even rows "
-        "of the head first, then the odd ones); with reshape: w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]), "
-        "swap axes 1 and 2, reshape back to w.shape (not the other order of axes, which is the inverse); "
-        "a vector (a bias, a gain) is permuted the same way; keep w's dtype",
-        covers="rows numbered, d_head = 2, a bias, a QK-norm gain, grouped-query heads, one head, Llama 3 8B's "
-        "head size, float64, random shapes",
+        exercise="ch14-softmax-grad",
+        function="softmax_grad",
+        cases=_softmax_grad_cases,
+        reference=softmax_backward,
+        hint="`dx = p * (dp - rowsum(dp * p))`: multiply dp and p entry by entry, sum each row over the last axis "
+        "with `keepdim=True` (a column of shape `(..., 1)`, one number per row), subtract it from dp, then multiply "
+        "by p; no n x n matrix, no loop, no autograd; keep the inputs' dtype",
+        covers="one row, square and batched inputs, masked keys, peaked rows, one key per row, float64, random shapes",
+        forbids=("softmax_backward", "softmax_jacobian", "attention_backward", "tiled_attention_backward"),
         diagnoses=(
             (
-                "your rows have not moved: within each head, row 2i goes to row i and row 2i + 1 to row d_head/2 + i",
-                lambda got, e, w, n_heads: matches(got, w),
+                "you left out the row sum: `p * dp` is only the diagonal of the Jacobian diag(p) - p p^T; "
+                "subtract `rowsum(dp * p)` from dp before multiplying by p",
+                lambda got, e, p, dp: matches(got, p * dp, 1e-5),
             ),
             (
-                "you applied the inverse permutation (rotate half -> interleaved: row i to row 2i), which is the "
-                "same only for d_head <= 4: reshape to (n_heads, d_head // 2, 2, ...), not (n_heads, 2, d_head // 2, "
-                "...), before swapping axes 1 and 2",
-                lambda got, e, w, n_heads: matches(got, _rotate_half_to_interleaved(w, n_heads)),
+                "your row sums are subtracted along the wrong axis: `(dp * p).sum(dim=-1)` has one number per row; "
+                "keep it as a column with `keepdim=True`, so that each row subtracts its own sum",
+                lambda got, e, p, dp: matches(got, p * (dp - (dp * p).sum(dim=-1).unsqueeze(-2)), 1e-5),
             ),
             (
-                "you permuted all the rows as one head: the permutation works within each head of d_head = "
-                "w.shape[0] // n_heads rows",
-                lambda got, e, w, n_heads: matches(got, _interleaved_to_rotate_half(w, 1)),
+                "you summed over the whole tensor: each row has its own sum, rowsum(dp * p) over the last axis",
+                lambda got, e, p, dp: matches(got, p * (dp - (dp * p).sum()), 1e-5),
             ),
             (
-                "your rows are right but the dtype changed: reshape and transpose keep w's dtype, so do not convert "
-                "it (no .float())",
-                lambda got, e, w, n_heads: got.dtype != e.dtype and matches(got, e, atol=1e-6),
+                "you subtracted rowsum(dp), not rowsum(dp * p): each dp_i is weighted by its p_i in the sum",
+                lambda got, e, p, dp: matches(got, p * (dp - dp.sum(dim=-1, keepdim=True)), 1e-5),
+            ),
+            (
+                "you left out the last factor p: `dx = p * (dp - rowsum(dp * p))`, and a masked key (p = 0) "
+                "gets no gradient",
+                lambda got, e, p, dp: matches(got, dp - (dp * p).sum(dim=-1, keepdim=True), 1e-5),
+            ),
+            (
+                "your signs are flipped: `dx = p * (dp - rowsum(dp * p))`, not `p * (rowsum(dp * p) - dp)`",
+                lambda got, e, p, dp: matches(got, -e, 1e-5),
             ),
         ),
     )
 )
 
 
-# ------------------------------------------------------------------ ch14-qk-norm-bound
+# ------------------------------------------------------------------ ch14-tile-grad-scores
 
 
-def _bound_cases() -> Cases:
-    """(g_q, g_k): the gains (d_head,) of a head's query and key RMSNorms, seeded."""
-    g = torch.Generator().manual_seed(141)
-    cases = [
-        ("gains 1, as initialised, d_head = 4", (torch.ones(4), torch.ones(4))),
-        ("gains 1, d_head = 128 (Qwen3)", (torch.ones(128), torch.ones(128))),
-        ("g_q = 2 everywhere, g_k = 0.75 everywhere, d_head = 16", (torch.full((16,), 2.0), torch.full((16,), 0.75))),
-        (
-            "the largest product is not at the largest g_q: (4, 1, 1, 1) and (0.1, 3, 1, 1)",
-            (torch.tensor([4.0, 1.0, 1.0, 1.0]), torch.tensor([0.1, 3.0, 1.0, 1.0])),
-        ),
-        (
-            "a negative gain: (1, -5, 1, 1) and (1, 2, 1, 1)",
-            (torch.tensor([1.0, -5.0, 1.0, 1.0]), torch.tensor([1.0, 2.0, 1.0, 1.0])),
-        ),
-        (
-            "both gains negative on one axis: (-3, 1) and (-3, 1)",
-            (torch.tensor([-3.0, 1.0]), torch.tensor([-3.0, 1.0])),
-        ),
-        (
-            "float64 gains, d_head = 8",
-            (1 + torch.rand(8, generator=g, dtype=torch.float64), 1 + torch.rand(8, generator=g, dtype=torch.float64)),
-        ),
-    ]
-    for _ in range(3):
-        d_head = 2 * int(torch.randint(1, 33, (1,), generator=g))
-        cases.append(
-            (
-                f"random gains, d_head = {d_head}",
-                (torch.randn(d_head, generator=g) * 2, torch.randn(d_head, generator=g) * 2),
-            )
-        )
-    return cases
+def _tile_grad_scores(q_tile, k_tile, v_tile, dout_tile, lse_tile, D_tile, scale, weights=None):
+    """One tile's ``dS = P * (dO V^T - D)`` with ``P = exp(q k^T * scale - L)`` (``weights``: another ``P``,
+    for the diagnoses). ``L`` and ``D`` are one number per query, over all the keys: columns here."""
+    s = q_tile @ k_tile.transpose(-2, -1) * scale  # (..., b_q, d_k) @ (..., d_k, b_k) -> (..., b_q, b_k)
+    p = torch.exp(s - lse_tile.unsqueeze(-1)) if weights is None else weights(s)
+    dp = dout_tile @ v_tile.transpose(-2, -1)  # (..., b_q, d_v) @ (..., d_v, b_k) -> (..., b_q, b_k)
+    return p * (dp - D_tile.unsqueeze(-1))
 
 
-def _largest_score(g_q: torch.Tensor, g_k: torch.Tensor) -> float:
-    """The supremum of ``|q' · k'| / √d_head`` over all queries and keys, where ``q' = g_q ⊙ q / rms(q)``
-    and ``k' = g_k ⊙ k / rms(k)`` (RMSNorm without its ``eps``): ``√d_head · max_i |g_q[i] g_k[i]|``.
-
-    ``q / rms(q)`` and ``k / rms(k)`` are vectors of length ``√d_head``, and ``q' · k'`` is
-    ``(q / rms(q)) diag(g_q g_k) (k / rms(k))ᵀ``: at most ``d_head`` times the largest ``|g_q[i] g_k[i]|``,
-    reached by ``q`` and ``k`` along that axis ``i``."""
-    return math.sqrt(g_q.shape[-1]) * (g_q.double() * g_k.double()).abs().max().item()
+def _reference(q_tile, k_tile, v_tile, dout_tile, lse_tile, D_tile, scale):
+    return _tile_grad_scores(q_tile, k_tile, v_tile, dout_tile, lse_tile, D_tile, scale)
 
 
-def _is(got, value: float) -> bool:
-    """Whether a wrong answer (a number or a one-element tensor) is ``value``, to float rounding."""
-    got = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
-    return isinstance(got, (int, float)) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7)
-
-
-def _products(g_q: torch.Tensor, g_k: torch.Tensor) -> torch.Tensor:
-    return g_q.double() * g_k.double()  # (d_head,): g_q[i] g_k[i]
-
-
-largest_score = _register(
-    Check(
-        exercise="ch14-qk-norm-bound",
-        function="largest_score",
-        cases=_bound_cases,
-        reference=_largest_score,
-        atol=1e-6,
-        rtol=1e-5,
-        hint="after RMSNorm (leave eps out) a head's query q / rms(q) has length sqrt(d_head), and so has the key; "
-        "with the gains, the score is sum_i g_q[i] g_k[i] qn[i] kn[i] / sqrt(d_head): put all of both lengths on "
-        "the one axis i where |g_q[i] g_k[i]| is largest (the two vectors may point the same way or opposite "
-        "ways); that gives d_head * max_i |g_q[i] * g_k[i]| / sqrt(d_head) = sqrt(d_head) * max_i |g_q[i] * "
-        "g_k[i]|: the largest product, with its sign removed, not max|g_q| times max|g_k|; return a Python float",
-        covers="gains 1 at d_head = 4 and 128, constant gains, the largest product away from the largest gain, "
-        "negative gains, float64, random gains",
-        diagnoses=(
-            (
-                "you multiplied max|g_q| by max|g_k|: the two largest gains may sit on different axes, and a score "
-                "puts its length on one axis i: take the largest |g_q[i] g_k[i]|",
-                lambda got, e, g_q, g_k: _is(
-                    got, math.sqrt(g_q.shape[-1]) * g_q.double().abs().max().item() * g_k.double().abs().max().item()
-                ),
-            ),
-            (
-                "you kept the sign of the products: a negative g_q[i] g_k[i] gives as large a score, with q and k "
-                "pointing opposite ways; take .abs() before .max()",
-                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).max().item()),
-            ),
-            (
-                "you left out the score's 1 / sqrt(d_head): d_head * max|g_q[i] g_k[i]| / sqrt(d_head) = "
-                "sqrt(d_head) * max|g_q[i] g_k[i]|",
-                lambda got, e, g_q, g_k: _is(got, g_q.shape[-1] * _products(g_q, g_k).abs().max().item()),
-            ),
-            (
-                "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1 (and so has the key's): the "
-                "score reaches d_head max|g_q[i] g_k[i]| / sqrt(d_head)",
-                lambda got, e, g_q, g_k: any(
-                    _is(got, _products(g_q, g_k).abs().max().item() / f) for f in (1.0, math.sqrt(g_q.shape[-1]))
-                ),
-            ),
-            (
-                "you averaged the products over the axes: the largest score puts all of both lengths on the one "
-                "best axis, so take the max, not the mean",
-                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).abs().mean().item()),
-            ),
-        ),
-    )
-)
-
-
-# ------------------------------------------------------------------ ch14-qwen3-attention
-
-ROPE_BASE, EPS = 1_000_000.0, 1e-6  # Qwen3's rope_theta and rms_norm_eps
-
-
-def _qwen3_cases() -> Cases:
-    """(x, w_q, w_k, w_v, w_o, g_q, g_k): row-vector weights (d_in, d_out), gains (d_head,), seeded."""
+def _tile_cases() -> Cases:
+    """(q_tile, k_tile, v_tile, dout_tile, lse_tile, D_tile, scale): one tile of a seeded attention problem,
+    with the log-sum-exp and D of each of its queries computed over all the problem's keys."""
     g = torch.Generator().manual_seed(1414)
 
-    def case(label, B, T, d_model, n_heads, n_kv_heads, d_head, dtype=torch.float32, grow=1.0):
-        def randn(*shape, std=1.0):
-            return torch.randn(*shape, generator=g, dtype=dtype) * std
-
-        x = randn(B, T, d_model)
-        w_q = randn(d_model, n_heads * d_head, std=grow / math.sqrt(d_model))  # Q = x @ w_q
-        w_k = randn(d_model, n_kv_heads * d_head, std=grow / math.sqrt(d_model))
-        w_v = randn(d_model, n_kv_heads * d_head, std=1 / math.sqrt(d_model))
-        w_o = randn(n_heads * d_head, d_model, std=1 / math.sqrt(n_heads * d_head))
-        g_q, g_k = 1 + 0.5 * randn(d_head), 1 + 0.5 * randn(d_head)  # trained gains are not all 1
-        return label, (x, w_q, w_k, w_v, w_o, g_q, g_k)
+    def case(label, batch, T_q, T_k, rows, keys, d_k=4, d_v=3, dtype=torch.float32, scale=None, size=1.0):
+        q = size * torch.randn(*batch, T_q, d_k, generator=g, dtype=dtype)
+        k = size * torch.randn(*batch, T_k, d_k, generator=g, dtype=dtype)
+        v = torch.randn(*batch, T_k, d_v, generator=g, dtype=dtype)
+        dout = torch.randn(*batch, T_q, d_v, generator=g, dtype=dtype)
+        scale = 1 / math.sqrt(d_k) if scale is None else scale
+        s = q.double() @ k.double().transpose(-2, -1) * scale  # all the scores, in float64: (..., T_q, T_k)
+        out = torch.softmax(s, dim=-1) @ v.double()  # (..., T_q, d_v)
+        lse = torch.logsumexp(s, dim=-1).to(dtype)  # (..., T_q)
+        D = (dout.double() * out).sum(dim=-1).to(dtype)  # (..., T_q) = rowsum(dO * O)
+        r, c = slice(*rows), slice(*keys)
+        return label, (q[..., r, :], k[..., c, :], v[..., c, :], dout[..., r, :], lse[..., r], D[..., r], scale)
 
     cases = [
-        case("d_model = 32, 4 query heads and 2 key/value heads of d_head = 16 (4 * 16 is not 32)", 2, 6, 32, 4, 2, 16),
-        case("plain multi-head: 4 heads, 4 key/value heads, d_head = 8 = d_model / n_heads", 2, 5, 32, 4, 4, 8),
-        case("multi-query: 6 query heads share 1 key/value head", 1, 7, 24, 6, 1, 8),
-        case("one token (T = 1): it attends to itself only", 3, 1, 16, 2, 1, 8),
-        case("W_Q and W_K 30 times larger: QK-norm keeps the scores where they were", 2, 8, 32, 4, 2, 16, grow=30.0),
-        case(
-            "W_Q and W_K 1000 times smaller: the mean square of q and k is near eps = 1e-6, which then counts",
-            2,
-            6,
-            32,
-            4,
-            2,
-            16,
-            grow=1e-3,
-        ),
-        case("a long head: d_head = 64, T = 12, 2 query heads, 1 key/value head", 1, 12, 16, 2, 1, 64),
-        case("float64 inputs: the result must stay float64", 2, 5, 16, 4, 2, 8, dtype=torch.float64),
+        case("a 4 x 4 tile of 12 queries and 12 keys", (), 12, 12, (4, 8), (0, 4)),
+        case("a 3 x 5 tile of 9 queries and 10 keys (b_q != b_k)", (), 9, 10, (3, 6), (5, 10)),
+        case("scale 0.1, not 1/sqrt(d_k)", (), 8, 8, (0, 4), (4, 8), scale=0.1),
+        case("scores near 100: exp(S) overflows in float32 without L", (), 8, 8, (4, 8), (4, 8), size=10.0),
+        case("batched: (2, 3) heads, a 4 x 2 tile", (2, 3), 8, 6, (4, 8), (2, 4)),
+        case("float64: the result must stay float64", (2,), 6, 6, (0, 3), (3, 6), dtype=torch.float64),
+        case("one query, one key, of 5 keys", (), 3, 5, (1, 2), (2, 3)),
     ]
-    for _ in range(3):
-        n_kv, group, half, B, T = (int(s) for s in torch.randint(1, 5, (5,), generator=g))
-        d_model = 4 * int(torch.randint(2, 7, (1,), generator=g))
+    for _ in range(2):
+        T_q, T_k, d = (int(n) for n in torch.randint(2, 9, (3,), generator=g))
+        a, c = int(torch.randint(0, T_q - 1, (1,), generator=g)), int(torch.randint(0, T_k - 1, (1,), generator=g))
+        rows, keys = (a, a + 1 + int(torch.randint(0, T_q - a - 1, (1,), generator=g))), (c, T_k)
         cases.append(
             case(
-                f"random: B={B}, T={T}, d_model={d_model}, n_heads={n_kv * group}, n_kv_heads={n_kv}, d_head={4 * half}",
-                B,
-                T,
-                d_model,
-                n_kv * group,
-                n_kv,
-                4 * half,
+                f"random: a {rows[1] - rows[0]} x {keys[1] - keys[0]} tile of {T_q} queries and {T_k} keys, d_k {d}",
+                (2,),
+                T_q,
+                T_k,
+                rows,
+                keys,
+                d_k=d,
+                size=2.0,
             )
         )
     return cases
 
 
-def _qwen3_attention(x, w_q, w_k, w_v, w_o, g_q, g_k) -> torch.Tensor:
-    """Qwen3's causal self-attention layer, from row-vector weights: ``Q = x @ w_q`` split into
-    heads of ``d_head = len(g_q)``; ``torch.nn.functional.rms_norm`` over each head's ``d_head``
-    (gains ``g_q``, ``g_k``, eps 1e-6) on queries and keys; then RoPE (``attnlib.apply_rope``,
-    interleaved pairs, base 1,000,000, positions ``0 .. T - 1``); PyTorch's causal
-    ``F.scaled_dot_product_attention`` with ``enable_gqa=True`` (scale ``1/√d_head``); the heads
-    merged and ``@ w_o``. ``x``: ``(B, T, d_model)``; returns ``(B, T, d_model)``."""
-    d_head = g_q.shape[0]
-    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
-    q = (
-        (x @ w_q).unflatten(-1, (n_heads, d_head)).transpose(1, 2)
-    )  # (B, T, n_heads * d_head) -> (B, n_heads, T, d_head)
-    k = (x @ w_k).unflatten(-1, (n_kv, d_head)).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
-    v = (x @ w_v).unflatten(-1, (n_kv, d_head)).transpose(1, 2)
-    q, k = F.rms_norm(q, (d_head,), g_q, EPS), F.rms_norm(k, (d_head,), g_k, EPS)
-    q, k = apply_rope(q, base=ROPE_BASE), apply_rope(k, base=ROPE_BASE)
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, n_heads, T, d_head)
-    return y.transpose(1, 2).flatten(-2) @ w_o  # (B, T, n_heads * d_head) @ (n_heads * d_head, d_model)
+def _variant(**change):
+    """A diagnosis: the answer is what ``_tile_grad_scores`` gives with one argument replaced,
+    ``change[name](args)`` computing the replacement from the case's arguments (a dict)."""
+
+    def applies(got, expected, q, k, v, dout, lse, D, scale):
+        args = dict(q_tile=q, k_tile=k, v_tile=v, dout_tile=dout, lse_tile=lse, D_tile=D, scale=scale)
+        args.update({name: make(args) for name, make in change.items()})
+        return matches(got, _tile_grad_scores(**args), 1e-4)
+
+    return applies
 
 
-def _qwen3_mistake(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake) -> torch.Tensor:
-    """The reference with one of the classic mistakes switched on, to tell a wrong answer what it got
-    wrong: ``order="rope_norm"`` (RoPE before QK-norm), ``pairs="rotate_half"``, ``base``,
-    ``share="tile"`` (``repeat`` instead of ``repeat_interleave``), ``scale="d_model"``
-    (``1/√(d_model / n_heads)``), ``per_head=False`` (one RMS over all heads, OLMo 2's QK-norm),
-    ``gains=False``, ``eps``, ``causal=False``, ``rope_values=True``. Explicit softmax, float64 inside."""
-    opt = dict(order="norm_rope", pairs="interleaved", base=ROPE_BASE, share="interleave", scale="d_head")
-    opt.update(per_head=True, gains=True, eps=EPS, causal=True, rope_values=False)
-    opt.update(mistake)
-    dtype = x.dtype
-    x, w_q, w_k, w_v, w_o, g_q, g_k = (t.double() for t in (x, w_q, w_k, w_v, w_o, g_q, g_k))
-    B, T, d_model = x.shape
-    d_head = g_q.shape[0]
-    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
-
-    def heads(y, n):  # (B, T, n * d_head) -> (B, n, T, d_head)
-        return y.reshape(B, T, n, d_head).transpose(1, 2)
-
-    def norm(y, gain):  # over each head's d_head, or over the whole projection (B, T, n * d_head)
-        if opt["per_head"]:
-            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + opt["eps"])
-        else:
-            flat = y.transpose(1, 2).flatten(-2)  # (B, n, T, d_head) -> (B, T, n * d_head)
-            flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + opt["eps"])
-            y = flat.unflatten(-1, (-1, d_head)).transpose(1, 2)  # back to (B, n, T, d_head)
-        return y * gain if opt["gains"] else y
-
-    def rope(y):
-        if opt["pairs"] == "interleaved":
-            return apply_rope(y, base=opt["base"])
-        half = d_head // 2  # rotate half: dimension i pairs with i + d_head/2
-        theta = 1.0 / opt["base"] ** (torch.arange(0, d_head, 2, dtype=y.dtype) / d_head)  # (d_head/2,)
-        angles = torch.cat([torch.arange(T, dtype=y.dtype)[:, None] * theta] * 2, -1)  # (T, d_head)
-        return y * angles.cos() + torch.cat([-y[..., half:], y[..., :half]], -1) * angles.sin()
-
-    q, k, v = heads(x @ w_q, n_heads), heads(x @ w_k, n_kv), heads(x @ w_v, n_kv)
-    if opt["order"] == "norm_rope":
-        q, k = rope(norm(q, g_q)), rope(norm(k, g_k))
-    else:
-        q, k = norm(rope(q), g_q), norm(rope(k), g_k)
-    if opt["rope_values"]:
-        v = rope(v)
-    if opt["share"] == "interleave":
-        k, v = (t.repeat_interleave(n_heads // n_kv, dim=1) for t in (k, v))  # (B, n_heads, T, d_head)
-    else:
-        k, v = (t.repeat(1, n_heads // n_kv, 1, 1) for t in (k, v))  # head h uses h % n_kv
-    width = d_head if opt["scale"] == "d_head" else d_model // n_heads
-    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, n_heads, T, T)
-    if opt["causal"]:
-        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
-    y = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, n_heads * d_head)  # (B, T, n_heads * d_head)
-    return (y @ w_o).to(dtype)  # (B, T, d_model)
+def _tile_rowsum(a: dict) -> torch.Tensor:
+    """``rowsum(dP * P)`` over the tile's keys only, ``(..., b_q)``: what the softmax's backward of the tile
+    alone would subtract."""
+    p = torch.exp(a["q_tile"] @ a["k_tile"].transpose(-2, -1) * a["scale"] - a["lse_tile"].unsqueeze(-1))
+    return (p * (a["dout_tile"] @ a["v_tile"].transpose(-2, -1))).sum(dim=-1)
 
 
-def _made(**mistake):
-    """A diagnosis's test: the wrong answer equals the reference with this mistake."""
-    return lambda got, e, *args: matches(got, _qwen3_mistake(*args, **mistake), atol=1e-4)
+def _wrong_axis(got, expected, q, k, v, dout, lse, D, scale) -> bool:
+    """A diagnosis: ``L`` and/or ``D`` broadcast as rows ``(..., 1, b_q)`` instead of columns, what
+    ``s - lse_tile`` gives without ``[..., None]`` in a square tile."""
+    s = q @ k.transpose(-2, -1) * scale  # (..., b_q, b_k)
+    dp = dout @ v.transpose(-2, -1)
+    for on_l, on_d in ((True, True), (True, False), (False, True)):
+        p = torch.exp(s - (lse.unsqueeze(-2) if on_l else lse.unsqueeze(-1)))
+        if matches(got, p * (dp - (D.unsqueeze(-2) if on_d else D.unsqueeze(-1))), 1e-4):
+            return True
+    return False
 
 
-qwen3_attention = _register(
+tile_grad_scores = _register(
     Check(
-        exercise="ch14-qwen3-attention",
-        function="qwen3_attention",
-        cases=_qwen3_cases,
-        reference=_qwen3_attention,
+        exercise="ch14-tile-grad-scores",
+        function="tile_grad_scores",
+        cases=_tile_cases,
+        reference=_reference,
         atol=1e-4,
         rtol=1e-4,
-        hint="d_head = g_q.shape[0], n_heads = w_q.shape[1] // d_head, n_kv_heads = w_k.shape[1] // d_head "
-        "(not d_model // n_heads); project x @ w_q and split into (B, n_heads, T, d_head), the same for k and v "
-        "with n_kv_heads; RMSNorm over the last axis of each head, q * rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) "
-        "* g_q (and g_k for k), before RoPE, not after; RoPE with interleaved pairs (2i, 2i+1) and base 1,000,000, positions "
-        "0 .. T-1, on q and k only; share each key/value head with repeat_interleave(n_heads // n_kv_heads, "
-        "dim=1); scores scaled by 1/sqrt(d_head), causal mask, softmax over the keys, @ v; merge the heads back "
-        "to (B, T, n_heads * d_head) and @ w_o; keep x's dtype",
-        covers="d_head independent of d_model / n_heads, plain multi-head, multi-query, T = 1, grown W_Q and W_K, "
-        "shrunk W_Q and W_K (eps counts), d_head = 64, float64, random shapes",
-        forbids=("MultiHeadAttention", "TransformerBlock", "GPT"),
+        hint="`S = q_tile @ k_tile^T * scale`, shape `(..., b_q, b_k)`; the tile's weights are `P = exp(S - L)` "
+        "with `L = lse_tile[..., None]`, a column, one number per query (not torch.softmax of the tile: its keys are "
+        "only part of each row); `dP = dout_tile @ v_tile^T`; `dS = P * (dP - D_tile[..., None])`; the scale is not "
+        "applied to dS (it enters dQ and dK); keep the inputs' dtype",
+        covers="square and non-square tiles, a scale that is not 1/sqrt(d_k), scores near 100, batched heads, "
+        "float64, one query and one key, random tiles",
+        forbids=("softmax_backward", "attention_backward", "tiled_attention_backward", "flash_attention"),
         diagnoses=(
             (
-                "you applied RoPE before QK-norm: normalise each head's q and k (with the gains) first, then rotate",
-                _made(order="rope_norm"),
+                "your weights are a softmax over this tile's keys only: each row of P is a share of ALL the keys' "
+                "weights; rebuild it as exp(S - L) with the row's log-sum-exp L",
+                _variant(weights=lambda a: lambda s: torch.softmax(s, dim=-1)),
             ),
             (
-                "you paired dimension i with i + d_head/2 (rotate half, Hugging Face's layout): this exercise uses "
-                "interleaved pairs (2i, 2i+1), as attnlib.apply_rope does",
-                _made(pairs="rotate_half"),
-            ),
-            ("your RoPE base is 10,000: Qwen3's is 1,000,000", _made(base=10000.0)),
-            (
-                "you shared the key/value heads with repeat (tiled: query head h used key/value head h % n_kv_heads): "
-                "a group of neighbouring query heads shares one key/value head, repeat_interleave(n_heads // "
-                "n_kv_heads, dim=1)",
-                _made(share="tile"),
+                "you used exp(S) without subtracting L: exp(S - L) are the weights (and exp(S) alone overflows "
+                "for large scores)",
+                _variant(weights=lambda a: torch.exp),
             ),
             (
-                "you scaled the scores by 1/sqrt(d_model / n_heads): here the head width is d_head = g_q.shape[0]",
-                _made(scale="d_model"),
+                "you left out the scale: `S = q_tile @ k_tile^T * scale`, the scores L was computed from",
+                _variant(scale=lambda a: 1.0),
             ),
             (
-                "you normalised the whole projection at once (as OLMo 2 does): Qwen3's QK-norm is an RMSNorm over "
-                "each head's d_head",
-                _made(per_head=False),
+                "you multiplied dS by the scale: dS is the gradient with respect to the scaled scores S; the "
+                "scale enters only in `dQ = dS K * scale` and `dK = dS^T Q * scale`",
+                lambda got, e, *args: matches(got, e * args[-1], 1e-4),
             ),
-            ("your QK-norm has no gains: multiply by g_q and g_k after dividing by the RMS", _made(gains=False)),
             (
-                "your RMSNorm's eps is not Qwen3's 1e-6: it counts where the mean square of q or k is near eps",
-                lambda got, e, *args: any(
-                    matches(got, _qwen3_mistake(*args, eps=eps), atol=1e-4) for eps in (0.0, 1e-5)
-                ),
+                "you left out D: `dS = P * (dP - D)`, where `D = rowsum(dO * O)` is the row sum over all the keys",
+                _variant(D_tile=lambda a: torch.zeros_like(a["D_tile"])),
             ),
-            ("you rotated the values too: RoPE is for q and k only", _made(rope_values=True)),
-            ("your queries see later tokens: mask the scores with the causal mask", _made(causal=False)),
+            (
+                "you used the row sum of `dP * P` over this tile's keys: the softmax's row sum runs over ALL the "
+                "keys, and `D = rowsum(dO * O)` holds it; subtract `D_tile[..., None]`",
+                _variant(D_tile=_tile_rowsum),
+            ),
+            (
+                "lse_tile and D_tile are one number per query: make them columns, lse_tile[..., None], so that "
+                "each row (query) subtracts its own; yours were subtracted along the keys",
+                _wrong_axis,
+            ),
         ),
     )
 )

@@ -2,307 +2,404 @@
 
 from __future__ import annotations
 
-import torch
+import math
 
+import torch
+import torch.nn.functional as F
+
+from ..positions import apply_rope
 from ._core import Cases, Check, _register, matches
 
-# ------------------------------------------------------------------ ch15-streaming-mask
+# ------------------------------------------------------------------ ch15-rotate-half
 
 
-def _streaming_cases() -> Cases:
-    """(T, window, sinks): a sequence read through ``KVCache(window=window, sinks=sinks)``, seeded."""
-    g = torch.Generator().manual_seed(15)
+def _rotate_half_cases() -> Cases:
+    """(w, n_heads): w of shape (n_heads * d_head, ...) (a projection's weight, a bias, a gain), seeded."""
+    g = torch.Generator().manual_seed(14)
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=g, dtype=dtype)
+
     # the small cases come first: a message shows a tensor in full up to 24 entries
     cases = [
-        ("T = 4, window = 2, no sinks: the band", (4, 2, 0)),
-        ("T = 4, window = 2, 2 sinks", (4, 2, 2)),
-        ("T = 8, window = 3, 2 sinks", (8, 3, 2)),
-        ("window = 1, no sinks: each query sees itself only", (6, 1, 0)),
-        ("window = 1, 2 sinks: itself and the first two tokens", (6, 1, 2)),
-        ("window = T: the causal mask", (5, 5, 0)),
-        ("window larger than T", (5, 9, 1)),
-        ("sinks + window = T: the causal mask, though the window is shorter", (7, 3, 4)),
-        ("more sinks than tokens", (4, 2, 6)),
-        ("one token (T = 1)", (1, 1, 1)),
+        ("rows numbered 0 to 7: 2 heads of d_head = 4, one input", (torch.arange(8.0).reshape(8, 1), 2)),
+        ("d_head = 2: both layouts pair dimensions 0 and 1, nothing moves", (randn(6, 3), 3)),
+        ("a bias vector (n_heads * d_head,) = (12,): 3 heads of 4", (randn(12), 3)),
+        ("a QK-norm gain (d_head,) = (16,): one head", (randn(16), 1)),
+        ("W_Q of a small Llama: 4 heads of d_head = 8, d_model = 16", (randn(32, 16), 4)),
+        ("W_K with grouped-query attention: 2 key/value heads of d_head = 8", (randn(16, 16), 2)),
+        ("one head of d_head = 64 (n_heads = 1), 10 inputs", (randn(64, 10), 1)),
+        ("Llama 3 8B's W_K shape, 8 key/value heads of 128, cut to 32 inputs", (randn(1024, 32), 8)),
+        ("float64 weights: the result must stay float64", (randn(24, 5, dtype=torch.float64), 3)),
     ]
     for _ in range(3):
-        T, window = (int(s) for s in torch.randint(2, 13, (2,), generator=g))
-        sinks = int(torch.randint(0, 5, (1,), generator=g))
-        cases.append((f"random: T = {T}, window = {window}, sinks = {sinks}", (T, window, sinks)))
-    return cases
-
-
-def _streaming_mask(T: int, window: int, sinks: int) -> torch.Tensor:
-    """The keys a query sees through a StreamingLLM cache, ``(T, T)`` bool, True = may attend:
-    ``mask[i, j] = j <= i and (i - j < window or j < sinks)``; the band
-    (:func:`attnlib.sliding_window_mask`) with its first ``sinks`` columns kept below the diagonal."""
-    band = torch.ones(T, T, dtype=torch.bool).tril() & ~torch.ones(T, T, dtype=torch.bool).tril(-window)  # (T, T)
-    first = torch.zeros(T, T, dtype=torch.bool)
-    first[:, :sinks] = True  # (T, T): the sink columns
-    return band | (first & torch.ones(T, T, dtype=torch.bool).tril())  # (T, T)
-
-
-streaming_mask = _register(
-    Check(
-        exercise="ch15-streaming-mask",
-        function="streaming_mask",
-        cases=_streaming_cases,
-        reference=_streaming_mask,
-        hint="query i (row) may attend to key j (column) when j <= i (never the future) and either i - j < window "
-        "(the window counts the query itself: i - window + 1 .. i) or j < sinks (the first tokens, kept however far "
-        "back); with i = torch.arange(T)[:, None] and j = torch.arange(T)[None, :], combine the comparisons with & "
-        "and |; a sink after the query stays hidden; return a bool tensor of shape (T, T)",
-        covers="the band without sinks, window 1, window = T and larger, sinks + window = T, more sinks than tokens, "
-        "T = 1, random sizes",
-        forbids=("sliding_window_mask", "sliding_window_mod", "mask_from_mod"),
-        diagnoses=(
-            (
-                "your mask lets a query see sinks that come after it: a sink j < sinks is seen only when j <= i too",
-                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w, 0) | (torch.arange(T)[None, :] < s)),
-            ),
-            (
-                "your window holds window + 1 keys (i - j <= window): the window counts the query itself, "
-                "i - j < window",
-                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w + 1, s)),
-            ),
-            (
-                "your window holds window - 1 keys: it counts the query itself, i - window + 1 .. i, so i - j < window",
-                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w - 1, s)),
-            ),
-            (
-                "you keep sinks + 1 first tokens (j <= sinks): the sinks are j < sinks",
-                lambda got, m, T, w, s: matches(got, _streaming_mask(T, w, s + 1)),
-            ),
-            (
-                "your mask has no sinks: the first sinks tokens stay visible however far back (j < sinks)",
-                lambda got, m, T, w, s: s > 0 and matches(got, _streaming_mask(T, w, 0)),
-            ),
-            (
-                "your mask is transposed: rows are queries i, columns keys j",
-                lambda got, m, T, w, s: matches(got, m.T),
-            ),
-        ),
-    )
-)
-
-
-def _wider(got, expected, widest) -> bool:
-    """Whether a wrong answer holds every entry of ``expected`` and more, all of them within ``widest`` (the
-    same mask without its window): a window too wide, or none at all."""
-    return (
-        isinstance(got, torch.Tensor)
-        and got.dtype == expected.dtype
-        and got.shape == expected.shape
-        and not bool((got & ~widest).any())  # nothing outside the same document's causal triangle
-        and not bool((expected & ~got).any())  # everything the window allows
-        and not torch.equal(got, expected)
-    )
-
-
-# ------------------------------------------------------------------ ch15-sink-softmax
-
-
-def _sink_cases() -> Cases:
-    """(scores, sinks): scores (B, n_heads, T_q, T_k) with -inf where masked, sinks (n_heads,), seeded."""
-    g = torch.Generator().manual_seed(151)
-    inf = float("-inf")
-
-    def causal(scores):
-        T_q, T_k = scores.shape[-2:]
-        allowed = torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q)  # (T_q, T_k), bottom right
-        return scores.masked_fill(~allowed, inf)
-
-    def randn(*shape, dtype=torch.float32, std=1.0):
-        return torch.randn(*shape, generator=g, dtype=dtype) * std
-
-    cases = [
-        (
-            "one row: scores 0, ln 2, ln 3 and a sink of 0",
-            (torch.tensor([[[[0.0, 0.6931472, 1.0986123]]]]), torch.zeros(1)),
-        ),
-        ("a sink of -inf: the plain softmax", (randn(1, 1, 2, 4), torch.tensor([inf]))),
-        (
-            "a row whose keys are all masked: weights 0, not NaN",
-            (torch.tensor([[[[inf, inf, inf], [0.5, inf, inf]]]]), torch.tensor([1.0])),
-        ),
-        (
-            "4 heads with sinks -2, 0, 2, 8, causal, T = 5",
-            (causal(randn(2, 4, 5, 5)), torch.tensor([-2.0, 0.0, 2.0, 8.0])),
-        ),
-        (
-            "scores near 1000: exp overflows unless the maximum comes off first",
-            (1000 + randn(1, 2, 3, 4), torch.tensor([999.0, 1001.0])),
-        ),
-        ("a sink near 1000, scores near 0", (randn(1, 2, 3, 4), torch.tensor([1000.0, -1000.0]))),
-        (
-            "float16, scores 0 and a sink of 12: each key gets about 6.1e-6, not 0 (exp(12) overflows float16)",
-            (torch.zeros(1, 1, 2, 3, dtype=torch.float16), torch.tensor([12.0])),
-        ),
-        ("one key (T_k = 1)", (randn(2, 3, 4, 1), randn(3))),
-        ("new queries after cached keys: T_q = 2, T_k = 6, causal", (causal(randn(1, 2, 2, 6)), randn(2))),
-        (
-            "float64 scores, float32 sinks: the weights stay float64",
-            (causal(randn(1, 2, 4, 4, dtype=torch.float64)), randn(2)),
-        ),
-    ]
-    for _ in range(3):
-        B, H, T_q, T_k = (int(s) for s in torch.randint(1, 6, (4,), generator=g))
-        T_k = max(T_k, T_q)
+        n_heads, half, d_in = (int(s) for s in torch.randint(1, 7, (3,), generator=g))
         cases.append(
             (
-                f"random: B = {B}, n_heads = {H}, T_q = {T_q}, T_k = {T_k}",
-                (causal(randn(B, H, T_q, T_k, std=3.0)), randn(H, std=3.0)),
+                f"random: {n_heads} heads of d_head = {2 * half}, d_in = {d_in}",
+                (randn(n_heads * 2 * half, d_in), n_heads),
             )
         )
     return cases
 
 
-def _sums_to_one(weights: torch.Tensor) -> bool:
-    """Whether every row of ``weights`` sums to 1, as a softmax without a sink gives."""
-    rows = weights.double().sum(-1)
-    return bool(torch.allclose(rows, torch.ones_like(rows), atol=1e-3))
+def _interleaved_to_rotate_half(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The rows of a query or key projection from the interleaved pair layout (Meta's Llama code,
+    attnlib) to the rotate-half layout (Hugging Face's Llama): within each head, row ``2i`` goes
+    to row ``i`` and row ``2i + 1`` to row ``d_head / 2 + i``. ``w``: ``(n_heads * d_head, ...)``;
+    the permutation of ``transformers``' ``convert_llama_weights_to_hf.py`` (its ``permute``),
+    for any trailing shape."""
+    d_head = w.shape[0] // n_heads
+    # (n_heads * d_head, ...) -> (n_heads, d_head/2, 2, ...) -> (n_heads, 2, d_head/2, ...) -> (n_heads * d_head, ...)
+    return w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def _softmax_with_sink(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
-    """A softmax whose row has one more logit, ``sinks[h]``, whose weight is dropped (gpt-oss's learned sinks):
-    ``w[b, h, i, j] = exp(s[b, h, i, j]) / (exp(sinks[h]) + sum_k exp(s[b, h, i, k]))``.
-    ``scores``: ``(B, n_heads, T_q, T_k)``, ``-inf`` where masked; ``sinks``: ``(n_heads,)``. Computed as
-    ``torch.softmax`` of the row with the sink appended as its last column, which is then cut off."""
-    B, H, T_q, _ = scores.shape
-    sink = sinks.to(scores.dtype).view(1, H, 1, 1).expand(B, H, T_q, 1)  # (n_heads,) -> (B, n_heads, T_q, 1)
-    extended = torch.cat([scores, sink], dim=-1)  # (B, n_heads, T_q, T_k + 1)
-    return torch.softmax(extended, dim=-1)[..., :-1]  # (B, n_heads, T_q, T_k)
+def _rotate_half_to_interleaved(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The inverse permutation (rotate half -> interleaved): row ``i`` of a head goes to row ``2i`` and row
+    ``d_head / 2 + i`` to row ``2i + 1``; the same as :func:`_interleaved_to_rotate_half` for ``d_head <= 4``."""
+    d_head = w.shape[0] // n_heads
+    # (n_heads * d_head, ...) -> (n_heads, 2, d_head/2, ...) -> (n_heads, d_head/2, 2, ...) -> (n_heads * d_head, ...)
+    return w.reshape(n_heads, 2, d_head // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-softmax_with_sink = _register(
+interleaved_to_rotate_half = _register(
     Check(
-        exercise="ch15-sink-softmax",
-        function="softmax_with_sink",
-        cases=_sink_cases,
-        reference=_softmax_with_sink,
-        atol=1e-6,
-        rtol=1e-5,
-        hint="w = exp(s) / (exp(b) + sum over the row of exp(s)), b = sinks[h] for head h: reshape sinks to "
-        "(1, n_heads, 1, 1) so that head h of every row gets its own sink, and do not add the sink to the scores; "
-        "subtract from every exponent m = max(the row's largest score, b), which is finite when b is, so that "
-        "exp never overflows: exp(s - m) / (exp(b - m) + sum exp(s - m)); a row of -inf then gives 0, not NaN; "
-        "the weights sum to less than 1: the sink's share is not returned; keep the scores' dtype",
-        covers="one row by hand, a sink of -inf, a row with every key masked, 4 heads with their own sinks, scores "
-        "and sinks near 1000, a large sink in float16, T_k = 1, T_q < T_k, float64, random shapes",
-        forbids=("MultiHeadAttention", "TransformerBlock", "GPT"),
+        exercise="ch15-rotate-half",
+        function="interleaved_to_rotate_half",
+        cases=_rotate_half_cases,
+        reference=_interleaved_to_rotate_half,
+        atol=0.0,
+        rtol=0.0,
+        hint="only rows move, within each head: d_head = w.shape[0] // n_heads; new row h * d_head + i is old "
+        "row h * d_head + 2i and new row h * d_head + d_head/2 + i is old row h * d_head + 2i + 1 (the even rows "
+        "of the head first, then the odd ones); with reshape: w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]), "
+        "swap axes 1 and 2, reshape back to w.shape (not the other order of axes, which is the inverse); "
+        "a vector (a bias, a gain) is permuted the same way; keep w's dtype",
+        covers="rows numbered, d_head = 2, a bias, a QK-norm gain, grouped-query heads, one head, Llama 3 8B's "
+        "head size, float64, random shapes",
         diagnoses=(
             (
-                "a row whose keys are all masked gives NaN: subtract m = max(the row's largest score, b), which is "
-                "finite when b is, not the row's maximum alone (-inf there)",
-                lambda got, w, s, b: bool((torch.isnan(got) & torch.isneginf(s).all(-1, keepdim=True)).any()),
+                "your rows have not moved: within each head, row 2i goes to row i and row 2i + 1 to row d_head/2 + i",
+                lambda got, e, w, n_heads: matches(got, w),
             ),
             (
-                "exp overflowed (inf, then NaN): subtract m = max(the row's largest score, b) from every exponent",
-                lambda got, w, s, b: bool(torch.isnan(got).any()),
+                "you applied the inverse permutation (rotate half -> interleaved: row i to row 2i), which is the "
+                "same only for d_head <= 4: reshape to (n_heads, d_head // 2, 2, ...), not (n_heads, 2, d_head // 2, "
+                "...), before swapping axes 1 and 2",
+                lambda got, e, w, n_heads: matches(got, _rotate_half_to_interleaved(w, n_heads)),
             ),
             (
-                "your weights underflow to 0 where the sink is far larger than the scores: exp(b - m) overflowed; "
-                "subtract m = max(the row's largest score, b), not the row's maximum alone",
-                lambda got, w, s, b: bool(((got == 0) & (w > 0)).any()),
+                "you permuted all the rows as one head: the permutation works within each head of d_head = "
+                "w.shape[0] // n_heads rows",
+                lambda got, e, w, n_heads: matches(got, _interleaved_to_rotate_half(w, 1)),
             ),
             (
-                "your rows sum to 1: the sink must not be added to the scores, nor the row renormalised; it is one "
-                "more term, exp(b), in the denominator, and its share is not returned",
-                lambda got, w, s, b: _sums_to_one(got) and not _sums_to_one(w),
-            ),
-            (
-                "your last column is the sink's weight and the first key's is missing: append the sink as the last "
-                "column and drop that one, [..., :-1]",
-                lambda got, w, s, b: w.shape[-1] > 1 and bool(torch.allclose(got[..., :-1], w[..., 1:], atol=1e-5)),
-            ),
-            (
-                "you used a sink of 0 for every head (softmax1): each head h has its own sinks[h], reshaped to "
-                "(1, n_heads, 1, 1)",
-                lambda got, w, s, b: (
-                    bool((b != 0).any())
-                    and bool(torch.allclose(got, _softmax_with_sink(s, torch.zeros_like(b)), atol=1e-5))
-                ),
+                "your rows are right but the dtype changed: reshape and transpose keep w's dtype, so do not convert "
+                "it (no .float())",
+                lambda got, e, w, n_heads: got.dtype != e.dtype and matches(got, e, atol=1e-6),
             ),
         ),
     )
 )
 
 
-# ------------------------------------------------------------------ ch15-packed-window
+# ------------------------------------------------------------------ ch15-qk-norm-bound
 
 
-def _packed_cases() -> Cases:
-    """(document_ids, window): document_ids (B, T) int64 in contiguous runs, seeded."""
-    g = torch.Generator().manual_seed(1515)
-
-    def runs(*lengths, first=0):
-        return torch.cat([torch.full((n,), first + d) for d, n in enumerate(lengths)])  # (T,)
-
+def _bound_cases() -> Cases:
+    """(g_q, g_k): the gains (d_head,) of a head's query and key RMSNorms, seeded."""
+    g = torch.Generator().manual_seed(141)
     cases = [
-        ("documents of 3 and 2 tokens, window = 2", (runs(3, 2)[None], 2)),
-        ("documents of 5 and 3 tokens, window = 4", (runs(5, 3)[None], 4)),
-        ("one document: the band alone", (runs(6)[None], 3)),
-        ("window = 1: each token sees itself", (runs(2, 3)[None], 1)),
-        ("a window longer than the row: the documents' triangles", (runs(4, 1, 3)[None], 20)),
-        ("one token per document: each token sees itself", (runs(1, 1, 1, 1)[None], 3)),
-        ("document numbers that do not start at 0 nor go up: 7, 7, 3, 3, 3", (torch.tensor([[7, 7, 3, 3, 3]]), 2)),
-        ("two rows packed differently, B = 2", (torch.stack([runs(2, 6), runs(5, 3)]), 3)),
-        ("one token (T = 1)", (torch.zeros(1, 1, dtype=torch.long), 1)),
+        ("gains 1, as initialised, d_head = 4", (torch.ones(4), torch.ones(4))),
+        ("gains 1, d_head = 128 (Qwen3)", (torch.ones(128), torch.ones(128))),
+        ("g_q = 2 everywhere, g_k = 0.75 everywhere, d_head = 16", (torch.full((16,), 2.0), torch.full((16,), 0.75))),
+        (
+            "the largest product is not at the largest g_q: (4, 1, 1, 1) and (0.1, 3, 1, 1)",
+            (torch.tensor([4.0, 1.0, 1.0, 1.0]), torch.tensor([0.1, 3.0, 1.0, 1.0])),
+        ),
+        (
+            "a negative gain: (1, -5, 1, 1) and (1, 2, 1, 1)",
+            (torch.tensor([1.0, -5.0, 1.0, 1.0]), torch.tensor([1.0, 2.0, 1.0, 1.0])),
+        ),
+        (
+            "both gains negative on one axis: (-3, 1) and (-3, 1)",
+            (torch.tensor([-3.0, 1.0]), torch.tensor([-3.0, 1.0])),
+        ),
+        (
+            "float64 gains, d_head = 8",
+            (1 + torch.rand(8, generator=g, dtype=torch.float64), 1 + torch.rand(8, generator=g, dtype=torch.float64)),
+        ),
     ]
     for _ in range(3):
-        B, window = (int(s) for s in torch.randint(1, 5, (2,), generator=g))
-        T = int(torch.randint(4, 13, (1,), generator=g))
-        rows = []
-        for _ in range(B):
-            starts = torch.rand(T, generator=g) < 0.3  # a new document starts here
-            starts[0] = False
-            rows.append(starts.long().cumsum(0))  # (T,): 0, 0, 1, 1, 1, 2, ...
-        cases.append((f"random: B = {B}, T = {T}, window = {window}", (torch.stack(rows), window)))
+        d_head = 2 * int(torch.randint(1, 33, (1,), generator=g))
+        cases.append(
+            (
+                f"random gains, d_head = {d_head}",
+                (torch.randn(d_head, generator=g) * 2, torch.randn(d_head, generator=g) * 2),
+            )
+        )
     return cases
 
 
-def _packed_window_mask(document_ids: torch.Tensor, window: int) -> torch.Tensor:
-    """Documents packed into rows, read with a sliding window: ``(B, T, T)`` bool, True = may attend,
-    ``mask[b, i, j] = document_ids[b, i] == document_ids[b, j] and i - window < j <= i``. The AND of
-    :func:`attnlib.document_mask` and :func:`attnlib.sliding_window_mask`."""
-    from ..flex import document_mask
-    from ..masks import sliding_window_mask
+def _largest_score(g_q: torch.Tensor, g_k: torch.Tensor) -> float:
+    """The supremum of ``|q' · k'| / √d_head`` over all queries and keys, where ``q' = g_q ⊙ q / rms(q)``
+    and ``k' = g_k ⊙ k / rms(k)`` (RMSNorm without its ``eps``): ``√d_head · max_i |g_q[i] g_k[i]|``.
 
-    T = document_ids.shape[1]
-    return document_mask(document_ids)[:, 0] & sliding_window_mask(T, window=window)  # (B, T, T) & (T, T)
+    ``q / rms(q)`` and ``k / rms(k)`` are vectors of length ``√d_head``, and ``q' · k'`` is
+    ``(q / rms(q)) diag(g_q g_k) (k / rms(k))ᵀ``: at most ``d_head`` times the largest ``|g_q[i] g_k[i]|``,
+    reached by ``q`` and ``k`` along that axis ``i``."""
+    return math.sqrt(g_q.shape[-1]) * (g_q.double() * g_k.double()).abs().max().item()
 
 
-packed_window_mask = _register(
+def _is(got, value: float) -> bool:
+    """Whether a wrong answer (a number or a one-element tensor) is ``value``, to float rounding."""
+    got = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    return isinstance(got, (int, float)) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7)
+
+
+def _products(g_q: torch.Tensor, g_k: torch.Tensor) -> torch.Tensor:
+    return g_q.double() * g_k.double()  # (d_head,): g_q[i] g_k[i]
+
+
+largest_score = _register(
     Check(
-        exercise="ch15-packed-window",
-        function="packed_window_mask",
-        cases=_packed_cases,
-        reference=_packed_window_mask,
-        hint="three conditions, all needed (AND): the same document, document_ids[:, :, None] == "
-        "document_ids[:, None, :] of shape (B, T, T) (compare the numbers, whatever they are); j <= i; and "
-        "i - j < window (the window counts the query itself); the two positional conditions are (T, T) and "
-        "broadcast against (B, T, T); return a bool tensor of shape (B, T, T), rows are queries",
-        covers="two and three documents, one document, window 1, a window longer than the row, one token per "
-        "document, document numbers in any order, B = 2, T = 1, random packings",
-        forbids=("document_mask", "document_mod", "sliding_window_mask", "sliding_window_mod", "mask_from_mod"),
+        exercise="ch15-qk-norm-bound",
+        function="largest_score",
+        cases=_bound_cases,
+        reference=_largest_score,
+        atol=1e-6,
+        rtol=1e-5,
+        hint="after RMSNorm (leave eps out) a head's query q / rms(q) has length sqrt(d_head), and so has the key; "
+        "with the gains, the score is sum_i g_q[i] g_k[i] qn[i] kn[i] / sqrt(d_head): put all of both lengths on "
+        "the one axis i where |g_q[i] g_k[i]| is largest (the two vectors may point the same way or opposite "
+        "ways); that gives d_head * max_i |g_q[i] * g_k[i]| / sqrt(d_head) = sqrt(d_head) * max_i |g_q[i] * "
+        "g_k[i]|: the largest product, with its sign removed, not max|g_q| times max|g_k|; return a Python float",
+        covers="gains 1 at d_head = 4 and 128, constant gains, the largest product away from the largest gain, "
+        "negative gains, float64, random gains",
         diagnoses=(
             (
-                "your mask has shape (B, 1, T, T), as document_mask returns: return (B, T, T)",
-                lambda got, m, ids, w: tuple(got.shape) == (m.shape[0], 1, *m.shape[1:]),
+                "you multiplied max|g_q| by max|g_k|: the two largest gains may sit on different axes, and a score "
+                "puts its length on one axis i: take the largest |g_q[i] g_k[i]|",
+                lambda got, e, g_q, g_k: _is(
+                    got, math.sqrt(g_q.shape[-1]) * g_q.double().abs().max().item() * g_k.double().abs().max().item()
+                ),
             ),
             (
-                "your mask lets a query see later keys: add j <= i",
-                lambda got, m, ids, w: bool(got.bool().triu(1).any()),
+                "you kept the sign of the products: a negative g_q[i] g_k[i] gives as large a score, with q and k "
+                "pointing opposite ways; take .abs() before .max()",
+                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).max().item()),
             ),
             (
-                "your mask lets a query see keys window or more tokens back: the window counts the query itself, "
-                "i - j < window",
-                lambda got, m, ids, w: _wider(got, m, _packed_window_mask(ids, ids.shape[1] + 1)),
+                "you left out the score's 1 / sqrt(d_head): d_head * max|g_q[i] g_k[i]| / sqrt(d_head) = "
+                "sqrt(d_head) * max|g_q[i] g_k[i]|",
+                lambda got, e, g_q, g_k: _is(got, g_q.shape[-1] * _products(g_q, g_k).abs().max().item()),
             ),
             (
-                "your mask lets a query see the document before its own: add the same-document condition",
-                lambda got, m, ids, w: matches(got, _packed_window_mask(torch.zeros_like(ids), w)),
+                "q / rms(q) has mean square 1, so its length is sqrt(d_head), not 1 (and so has the key's): the "
+                "score reaches d_head max|g_q[i] g_k[i]| / sqrt(d_head)",
+                lambda got, e, g_q, g_k: any(
+                    _is(got, _products(g_q, g_k).abs().max().item() / f) for f in (1.0, math.sqrt(g_q.shape[-1]))
+                ),
             ),
+            (
+                "you averaged the products over the axes: the largest score puts all of both lengths on the one "
+                "best axis, so take the max, not the mean",
+                lambda got, e, g_q, g_k: _is(got, math.sqrt(g_q.shape[-1]) * _products(g_q, g_k).abs().mean().item()),
+            ),
+        ),
+    )
+)
+
+
+# ------------------------------------------------------------------ ch15-qwen3-attention
+
+ROPE_BASE, EPS = 1_000_000.0, 1e-6  # Qwen3's rope_theta and rms_norm_eps
+
+
+def _qwen3_cases() -> Cases:
+    """(x, w_q, w_k, w_v, w_o, g_q, g_k): row-vector weights (d_in, d_out), gains (d_head,), seeded."""
+    g = torch.Generator().manual_seed(1414)
+
+    def case(label, B, T, d_model, n_heads, n_kv_heads, d_head, dtype=torch.float32, grow=1.0):
+        def randn(*shape, std=1.0):
+            return torch.randn(*shape, generator=g, dtype=dtype) * std
+
+        x = randn(B, T, d_model)
+        w_q = randn(d_model, n_heads * d_head, std=grow / math.sqrt(d_model))  # Q = x @ w_q
+        w_k = randn(d_model, n_kv_heads * d_head, std=grow / math.sqrt(d_model))
+        w_v = randn(d_model, n_kv_heads * d_head, std=1 / math.sqrt(d_model))
+        w_o = randn(n_heads * d_head, d_model, std=1 / math.sqrt(n_heads * d_head))
+        g_q, g_k = 1 + 0.5 * randn(d_head), 1 + 0.5 * randn(d_head)  # trained gains are not all 1
+        return label, (x, w_q, w_k, w_v, w_o, g_q, g_k)
+
+    cases = [
+        case("d_model = 32, 4 query heads and 2 key/value heads of d_head = 16 (4 * 16 is not 32)", 2, 6, 32, 4, 2, 16),
+        case("plain multi-head: 4 heads, 4 key/value heads, d_head = 8 = d_model / n_heads", 2, 5, 32, 4, 4, 8),
+        case("multi-query: 6 query heads share 1 key/value head", 1, 7, 24, 6, 1, 8),
+        case("one token (T = 1): it attends to itself only", 3, 1, 16, 2, 1, 8),
+        case("W_Q and W_K 30 times larger: QK-norm keeps the scores where they were", 2, 8, 32, 4, 2, 16, grow=30.0),
+        case(
+            "W_Q and W_K 1000 times smaller: the mean square of q and k is near eps = 1e-6, which then counts",
+            2,
+            6,
+            32,
+            4,
+            2,
+            16,
+            grow=1e-3,
+        ),
+        case("a long head: d_head = 64, T = 12, 2 query heads, 1 key/value head", 1, 12, 16, 2, 1, 64),
+        case("float64 inputs: the result must stay float64", 2, 5, 16, 4, 2, 8, dtype=torch.float64),
+    ]
+    for _ in range(3):
+        n_kv, group, half, B, T = (int(s) for s in torch.randint(1, 5, (5,), generator=g))
+        d_model = 4 * int(torch.randint(2, 7, (1,), generator=g))
+        cases.append(
+            case(
+                f"random: B={B}, T={T}, d_model={d_model}, n_heads={n_kv * group}, n_kv_heads={n_kv}, d_head={4 * half}",
+                B,
+                T,
+                d_model,
+                n_kv * group,
+                n_kv,
+                4 * half,
+            )
+        )
+    return cases
+
+
+def _qwen3_attention(x, w_q, w_k, w_v, w_o, g_q, g_k) -> torch.Tensor:
+    """Qwen3's causal self-attention layer, from row-vector weights: ``Q = x @ w_q`` split into
+    heads of ``d_head = len(g_q)``; ``torch.nn.functional.rms_norm`` over each head's ``d_head``
+    (gains ``g_q``, ``g_k``, eps 1e-6) on queries and keys; then RoPE (``attnlib.apply_rope``,
+    interleaved pairs, base 1,000,000, positions ``0 .. T - 1``); PyTorch's causal
+    ``F.scaled_dot_product_attention`` with ``enable_gqa=True`` (scale ``1/√d_head``); the heads
+    merged and ``@ w_o``. ``x``: ``(B, T, d_model)``; returns ``(B, T, d_model)``."""
+    d_head = g_q.shape[0]
+    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
+    q = (
+        (x @ w_q).unflatten(-1, (n_heads, d_head)).transpose(1, 2)
+    )  # (B, T, n_heads * d_head) -> (B, n_heads, T, d_head)
+    k = (x @ w_k).unflatten(-1, (n_kv, d_head)).transpose(1, 2)  # (B, n_kv_heads, T, d_head)
+    v = (x @ w_v).unflatten(-1, (n_kv, d_head)).transpose(1, 2)
+    q, k = F.rms_norm(q, (d_head,), g_q, EPS), F.rms_norm(k, (d_head,), g_k, EPS)
+    q, k = apply_rope(q, base=ROPE_BASE), apply_rope(k, base=ROPE_BASE)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, n_heads, T, d_head)
+    return y.transpose(1, 2).flatten(-2) @ w_o  # (B, T, n_heads * d_head) @ (n_heads * d_head, d_model)
+
+
+def _qwen3_mistake(x, w_q, w_k, w_v, w_o, g_q, g_k, **mistake) -> torch.Tensor:
+    """The reference with one of the classic mistakes switched on, to tell a wrong answer what it got
+    wrong: ``order="rope_norm"`` (RoPE before QK-norm), ``pairs="rotate_half"``, ``base``,
+    ``share="tile"`` (``repeat`` instead of ``repeat_interleave``), ``scale="d_model"``
+    (``1/√(d_model / n_heads)``), ``per_head=False`` (one RMS over all heads, OLMo 2's QK-norm),
+    ``gains=False``, ``eps``, ``causal=False``, ``rope_values=True``. Explicit softmax, float64 inside."""
+    opt = dict(order="norm_rope", pairs="interleaved", base=ROPE_BASE, share="interleave", scale="d_head")
+    opt.update(per_head=True, gains=True, eps=EPS, causal=True, rope_values=False)
+    opt.update(mistake)
+    dtype = x.dtype
+    x, w_q, w_k, w_v, w_o, g_q, g_k = (t.double() for t in (x, w_q, w_k, w_v, w_o, g_q, g_k))
+    B, T, d_model = x.shape
+    d_head = g_q.shape[0]
+    n_heads, n_kv = w_q.shape[1] // d_head, w_k.shape[1] // d_head
+
+    def heads(y, n):  # (B, T, n * d_head) -> (B, n, T, d_head)
+        return y.reshape(B, T, n, d_head).transpose(1, 2)
+
+    def norm(y, gain):  # over each head's d_head, or over the whole projection (B, T, n * d_head)
+        if opt["per_head"]:
+            y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + opt["eps"])
+        else:
+            flat = y.transpose(1, 2).flatten(-2)  # (B, n, T, d_head) -> (B, T, n * d_head)
+            flat = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + opt["eps"])
+            y = flat.unflatten(-1, (-1, d_head)).transpose(1, 2)  # back to (B, n, T, d_head)
+        return y * gain if opt["gains"] else y
+
+    def rope(y):
+        if opt["pairs"] == "interleaved":
+            return apply_rope(y, base=opt["base"])
+        half = d_head // 2  # rotate half: dimension i pairs with i + d_head/2
+        theta = 1.0 / opt["base"] ** (torch.arange(0, d_head, 2, dtype=y.dtype) / d_head)  # (d_head/2,)
+        angles = torch.cat([torch.arange(T, dtype=y.dtype)[:, None] * theta] * 2, -1)  # (T, d_head)
+        return y * angles.cos() + torch.cat([-y[..., half:], y[..., :half]], -1) * angles.sin()
+
+    q, k, v = heads(x @ w_q, n_heads), heads(x @ w_k, n_kv), heads(x @ w_v, n_kv)
+    if opt["order"] == "norm_rope":
+        q, k = rope(norm(q, g_q)), rope(norm(k, g_k))
+    else:
+        q, k = norm(rope(q), g_q), norm(rope(k), g_k)
+    if opt["rope_values"]:
+        v = rope(v)
+    if opt["share"] == "interleave":
+        k, v = (t.repeat_interleave(n_heads // n_kv, dim=1) for t in (k, v))  # (B, n_heads, T, d_head)
+    else:
+        k, v = (t.repeat(1, n_heads // n_kv, 1, 1) for t in (k, v))  # head h uses h % n_kv
+    width = d_head if opt["scale"] == "d_head" else d_model // n_heads
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)  # (B, n_heads, T, T)
+    if opt["causal"]:
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    y = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, n_heads * d_head)  # (B, T, n_heads * d_head)
+    return (y @ w_o).to(dtype)  # (B, T, d_model)
+
+
+def _made(**mistake):
+    """A diagnosis's test: the wrong answer equals the reference with this mistake."""
+    return lambda got, e, *args: matches(got, _qwen3_mistake(*args, **mistake), atol=1e-4)
+
+
+qwen3_attention = _register(
+    Check(
+        exercise="ch15-qwen3-attention",
+        function="qwen3_attention",
+        cases=_qwen3_cases,
+        reference=_qwen3_attention,
+        atol=1e-4,
+        rtol=1e-4,
+        hint="d_head = g_q.shape[0], n_heads = w_q.shape[1] // d_head, n_kv_heads = w_k.shape[1] // d_head "
+        "(not d_model // n_heads); project x @ w_q and split into (B, n_heads, T, d_head), the same for k and v "
+        "with n_kv_heads; RMSNorm over the last axis of each head, q * rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) "
+        "* g_q (and g_k for k), before RoPE, not after; RoPE with interleaved pairs (2i, 2i+1) and base 1,000,000, positions "
+        "0 .. T-1, on q and k only; share each key/value head with repeat_interleave(n_heads // n_kv_heads, "
+        "dim=1); scores scaled by 1/sqrt(d_head), causal mask, softmax over the keys, @ v; merge the heads back "
+        "to (B, T, n_heads * d_head) and @ w_o; keep x's dtype",
+        covers="d_head independent of d_model / n_heads, plain multi-head, multi-query, T = 1, grown W_Q and W_K, "
+        "shrunk W_Q and W_K (eps counts), d_head = 64, float64, random shapes",
+        forbids=("MultiHeadAttention", "TransformerBlock", "GPT"),
+        diagnoses=(
+            (
+                "you applied RoPE before QK-norm: normalise each head's q and k (with the gains) first, then rotate",
+                _made(order="rope_norm"),
+            ),
+            (
+                "you paired dimension i with i + d_head/2 (rotate half, Hugging Face's layout): this exercise uses "
+                "interleaved pairs (2i, 2i+1), as attnlib.apply_rope does",
+                _made(pairs="rotate_half"),
+            ),
+            ("your RoPE base is 10,000: Qwen3's is 1,000,000", _made(base=10000.0)),
+            (
+                "you shared the key/value heads with repeat (tiled: query head h used key/value head h % n_kv_heads): "
+                "a group of neighbouring query heads shares one key/value head, repeat_interleave(n_heads // "
+                "n_kv_heads, dim=1)",
+                _made(share="tile"),
+            ),
+            (
+                "you scaled the scores by 1/sqrt(d_model / n_heads): here the head width is d_head = g_q.shape[0]",
+                _made(scale="d_model"),
+            ),
+            (
+                "you normalised the whole projection at once (as OLMo 2 does): Qwen3's QK-norm is an RMSNorm over "
+                "each head's d_head",
+                _made(per_head=False),
+            ),
+            ("your QK-norm has no gains: multiply by g_q and g_k after dividing by the RMS", _made(gains=False)),
+            (
+                "your RMSNorm's eps is not Qwen3's 1e-6: it counts where the mean square of q or k is near eps",
+                lambda got, e, *args: any(
+                    matches(got, _qwen3_mistake(*args, eps=eps), atol=1e-4) for eps in (0.0, 1e-5)
+                ),
+            ),
+            ("you rotated the values too: RoPE is for q and k only", _made(rope_values=True)),
+            ("your queries see later tokens: mask the scores with the causal mask", _made(causal=False)),
         ),
     )
 )

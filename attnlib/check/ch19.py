@@ -1,244 +1,215 @@
-"""Checkers for chapter 19's coding exercises: one step of linear attention, one step of Gated DeltaNet, and the
-causal top-k mask of DeepSeek Sparse Attention."""
+"""Checkers for chapter 19's coding exercises: YaRN's ramp (the share of interpolation of each RoPE pair) and
+Llama 3's frequencies (wavelengths kept, divided, or blended between)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 
 from ._core import Cases, Check, _register, matches
 
-# ------------------------------------------------------------------ ch19-linear-step
+# ------------------------------------------------------------------ ch19-yarn-ramp
 
 
-def _linear_step(q_t, k_t, v_t, S, z, update_first=True):
-    """One token of causal linear attention (Katharopoulos et al. 2020), ``phi(x) = elu(x) + 1``:
-    ``S + phi(k_t)^T v_t``, ``z + phi(k_t)``, ``out_t = phi(q_t) S / (phi(q_t) . z)`` from the new state
-    (from the old one with ``update_first=False``, a classic mistake)."""
-    phi_q, phi_k = F.elu(q_t) + 1, F.elu(k_t) + 1
-    S_new = S + phi_k.unsqueeze(-1) * v_t.unsqueeze(-2)  # (..., d, 1) * (..., 1, d_v) -> (..., d, d_v)
-    z_new = z + phi_k  # (..., d)
-    S_read, z_read = (S_new, z_new) if update_first else (S, z)
-    out = (phi_q.unsqueeze(-2) @ S_read).squeeze(-2) / (phi_q * z_read).sum(-1, keepdim=True)  # (..., d_v)
-    return out, S_new, z_new
+def _ramp(d: int, base: float, original_length: int, beta_fast: float, beta_slow: float, truncate=True):
+    """YaRN's ramp ``r_i`` ``(d/2,)`` float32 (Peng et al. 2023, as ``transformers`` computes it): the dimension
+    ``2i`` whose pair turns ``beta`` times in ``L0`` tokens is ``e(beta) = d ln(L0 / (2 pi beta)) / (2 ln base)``;
+    ``lo = max(floor(e(beta_fast)), 0)``, ``hi = min(ceil(e(beta_slow)), d - 1)`` (``+ 0.001`` if equal);
+    ``r_i = clamp((i - lo) / (hi - lo), 0, 1)``."""
+
+    def edge(turns):
+        return d * math.log(original_length / (2 * math.pi * turns)) / (2 * math.log(base))
+
+    lo, hi = edge(beta_fast), edge(beta_slow)
+    if truncate:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, d - 1)
+    if lo == hi:
+        hi += 0.001
+    return torch.clamp((torch.arange(d // 2, dtype=torch.float32) - lo) / (hi - lo), 0, 1)
 
 
-def _linear_reference(q_t, k_t, v_t, S, z):
-    return _linear_step(q_t, k_t, v_t, S, z)
+def _yarn_reference(d, base, original_length, beta_fast=32.0, beta_slow=1.0):
+    return _ramp(d, base, original_length, beta_fast, beta_slow)
 
 
-def _state(lead, d, d_v, generator, dtype=torch.float32):
-    """A state reached by a few earlier tokens: ``S (*lead, d, d_v)`` and ``z (*lead, d)``, z > 0."""
-    k = F.elu(torch.randn(*lead, 3, d, generator=generator, dtype=dtype)) + 1  # (*lead, 3, d): 3 tokens before
-    v = torch.randn(*lead, 3, d_v, generator=generator, dtype=dtype)
-    return k.mT @ v, k.sum(-2)
-
-
-def _linear_cases() -> Cases:
-    """(q_t, k_t, v_t, S, z), seeded."""
-    g = torch.Generator().manual_seed(19)
-    cases = []
-
-    def add(label, lead, d, d_v, first=False, dtype=torch.float32, scale=1.0):
-        q, k = (scale * torch.randn(*lead, d, generator=g, dtype=dtype) for _ in range(2))
-        v = torch.randn(*lead, d_v, generator=g, dtype=dtype)
-        S, z = _state(lead, d, d_v, g, dtype)
-        if first:
-            S, z = torch.zeros_like(S), torch.zeros_like(z)
-        cases.append((label, (q, k, v, S, z)))
-
-    add("one head, d = 4, a state of 3 tokens", (), 4, 4)
-    add("the first token: S = 0, z = 0", (), 4, 4, first=True)
-    add("d_v = 3 != d = 5", (), 5, 3)
-    add("batched: (B=2, H=3)", (2, 3), 8, 8)
-    add("large queries and keys (x 10): elu + 1 of large negatives ~ 0", (2,), 6, 6, scale=10.0)
-    add("float64", (2,), 4, 4, dtype=torch.float64)
-    add("d = 1", (), 1, 2)
-    return cases
-
-
-linear_step = _register(
-    Check(
-        exercise="ch19-linear-step",
-        function="linear_step",
-        cases=_linear_cases,
-        reference=_linear_reference,
-        hint="phi(x) = F.elu(x) + 1; S + phi(k_t)^T v_t is an outer product, "
-        "torch.einsum('...i,...j->...ij', phi_k, v_t); "
-        "z + phi(k_t); then out_t = phi(q_t) S / (phi(q_t) . z) with the NEW S and z; return (out_t, S, z)",
-        covers="one head, the first token, d_v != d, batched heads, large inputs, float64, d = 1",
-        forbids=("linear_attention", "linear_attention_step", "elu_feature_map"),
-        diagnoses=(
-            (
-                "your output reads the state from before this token: update S and z with phi(k_t) and v_t first, "
-                "then read them with phi(q_t) (query t sees key t, as in causal attention)",
-                lambda got, e, *args: matches(got[0], _linear_step(*args, update_first=False)[0], 1e-5),
-            ),
-            (
-                "your output is not normalised: divide phi(q_t) S by phi(q_t) . z, one number per token",
-                lambda got, e, q, k, v, S, z: matches(got[0], ((F.elu(q) + 1).unsqueeze(-2) @ e[1]).squeeze(-2), 1e-5),
-            ),
-            (
-                "your features are the raw q_t and k_t: linear attention applies phi(x) = elu(x) + 1 to both first",
-                lambda got, e, q, k, v, S, z: matches(got[1], S + k.unsqueeze(-1) * v.unsqueeze(-2), 1e-5),
-            ),
-        ),
-    )
-)
-
-
-# ------------------------------------------------------------------ ch19-gated-delta-step
-
-
-def _delta_step(S, q_t, k_t, v_t, g_t, beta_t, decay_read=True):
-    """One token of Gated DeltaNet (Yang et al. 2025): ``S_t = a S + beta_t k_t (v_t - a S^T k_t)^T``,
-    ``a = exp(g_t)``, ``o_t = S_t^T q_t`` (``decay_read=False``: the read from the undecayed S, a mistake)."""
-    a = torch.exp(g_t)[..., None, None]  # (..., 1, 1)
-    read = ((a if decay_read else 1.0) * S * k_t.unsqueeze(-1)).sum(-2)  # S^T k_t: (..., d_v)
-    S_t = a * S + k_t.unsqueeze(-1) * (beta_t.unsqueeze(-1) * (v_t - read)).unsqueeze(-2)  # (..., d_k, d_v)
-    return (S_t * q_t.unsqueeze(-1)).sum(-2), S_t  # S_t^T q_t: (..., d_v)
-
-
-def _delta_reference(S, q_t, k_t, v_t, g_t, beta_t):
-    return _delta_step(S, q_t, k_t, v_t, g_t, beta_t)
-
-
-def _delta_cases() -> Cases:
-    """(S, q_t, k_t, v_t, g_t, beta_t), q_t and k_t of length 1 (q_t / sqrt(d_k)), seeded."""
-    g = torch.Generator().manual_seed(1919)
-    cases = []
-
-    def add(label, lead, d_k, d_v, decay=None, beta=None, dtype=torch.float32, zero_state=False):
-        S = torch.zeros(*lead, d_k, d_v, dtype=dtype) if zero_state else torch.randn(*lead, d_k, d_v, generator=g,
-                                                                                      dtype=dtype)  # fmt: skip
-        q, k = (F.normalize(torch.randn(*lead, d_k, generator=g, dtype=dtype), dim=-1) for _ in range(2))
-        v = torch.randn(*lead, d_v, generator=g, dtype=dtype)
-        g_t = -F.softplus(torch.randn(lead, generator=g, dtype=dtype)) if decay is None else torch.full(lead, decay,
-                                                                                                         dtype=dtype)  # fmt: skip
-        b_t = torch.rand(lead, generator=g, dtype=dtype) if beta is None else torch.full(lead, beta, dtype=dtype)
-        cases.append((label, (S, q / d_k**0.5, k, v, g_t, b_t)))
-
-    add("one head, random decay and strength", (), 4, 4)
-    add("the first token: S = 0", (), 4, 4, zero_state=True)
-    add("DeltaNet: g = 0, beta = 1 (S^T k_t = v_t after)", (), 8, 8, decay=0.0, beta=1.0)
-    add("beta = 0: only the decay", (), 4, 3, beta=0.0)
-    add("a strong decay, g = -5", (), 6, 6, decay=-5.0)
-    add("d_v = 3 != d_k = 5", (), 5, 3)
-    add("batched: (B=2, H=3)", (2, 3), 8, 4)
-    add("float64", (2,), 4, 4, dtype=torch.float64)
-    return cases
-
-
-gated_delta_step = _register(
-    Check(
-        exercise="ch19-gated-delta-step",
-        function="gated_delta_step",
-        cases=_delta_cases,
-        reference=_delta_reference,
-        hint="a = exp(g_t)[..., None, None]; decay first, S = a S; read = S^T k_t = (S * k_t.unsqueeze(-1)).sum(-2); "
-        "S_t = S + k_t (beta_t (v_t - read))^T as an outer product; o_t = S_t^T q_t; return (o_t, S_t)",
-        covers="one head, the first token, DeltaNet's g = 0 and beta = 1, beta = 0, a strong decay, d_v != d_k, "
-        "batched heads, float64",
-        forbids=("gated_delta_rule", "GatedDeltaNet"),
-        diagnoses=(
-            (
-                "your state only adds beta_t k_t v_t^T: the delta rule writes the difference v_t - a S^T k_t, what "
-                "the decayed state already stores under k_t taken away",
-                lambda got, e, S, q, k, v, g_t, b: (
-                    not matches(got[1], e[1], 1e-5)
-                    and matches(
-                        got[1],
-                        torch.exp(g_t)[..., None, None] * S + k.unsqueeze(-1) * (b.unsqueeze(-1) * v).unsqueeze(-2),
-                        1e-5,
-                    )
-                ),
-            ),
-            (
-                "you read S^T k_t from the state before its decay: decay S by exp(g_t) first, then read and write",
-                lambda got, e, *args: matches(got[1], _delta_step(*args, decay_read=False)[1], 1e-5),
-            ),
-            (
-                "your output reads the state from before this token: o_t = S_t^T q_t, with the new state",
-                lambda got, e, S, q, *args: (
-                    matches(
-                        got[0], (torch.exp(args[2])[..., None, None] * S * q.unsqueeze(-1)).sum(-2), 1e-5
-                    )  # fmt: skip
-                    or matches(got[0], (S * q.unsqueeze(-1)).sum(-2), 1e-5)
-                ),
-            ),
-        ),
-    )
-)
-
-
-# ------------------------------------------------------------------ ch19-topk-mask
-
-
-def _topk(scores, k, causal=True):
-    """Each query's ``k`` highest-scoring keys among ``s <= t`` (all of them while fewer), boolean
-    ``(..., T, T)``; ``causal=False`` chooses among every key (a mistake)."""
-    T = scores.shape[-1]
-    allowed = torch.ones(T, T, dtype=torch.bool)
-    if causal:
-        allowed = allowed.tril()
-    chosen = scores.masked_fill(~allowed, float("-inf")).topk(min(k, T), dim=-1).indices
-    return torch.zeros_like(scores, dtype=torch.bool).scatter(-1, chosen, True) & allowed
-
-
-def _topk_reference(scores, k):
-    return _topk(scores, k)
-
-
-def _topk_cases() -> Cases:
-    """(scores (..., T, T), k), scores distinct (no ties), seeded."""
-    g = torch.Generator().manual_seed(190)
-
-    def scores(*shape):
-        return torch.randn(*shape, generator=g)
-
-    return [
-        ("T = 8, k = 3", (scores(8, 8), 3)),
-        ("k = 1: the one best key", (scores(6, 6), 1)),
-        ("k = T: the causal mask", (scores(5, 5), 5)),
-        ("k > T: every allowed key", (scores(4, 4), 10)),
-        ("the future scores highest", (scores(6, 6) + 10 * torch.ones(6, 6).triu(1), 2)),
-        ("negative scores", (-scores(7, 7).abs() - 1, 3)),
-        ("batched: (B=2, T=9), k = 4", (scores(2, 9, 9), 4)),
-        ("T = 1", (scores(1, 1), 2)),
+def _yarn_cases() -> Cases:
+    """(d, base, original_length, beta_fast, beta_slow), seeded."""
+    g = torch.Generator().manual_seed(18)
+    cases = [
+        ("the chapter's toy: d = 8, base 300, L0 = 32", (8, 300.0, 32, 32.0, 1.0)),
+        ("Qwen3 with YaRN: d = 128, base 1,000,000, L0 = 32,768", (128, 1000000.0, 32768, 32.0, 1.0)),
+        ("Llama 3's shapes: d = 128, base 500,000, L0 = 8,192", (128, 500000.0, 8192, 32.0, 1.0)),
+        ("gpt-oss: d = 64, base 150,000, L0 = 4,096", (64, 150000.0, 4096, 32.0, 1.0)),
+        ("DeepSeek-V3's rotated part: d = 64, base 10,000, L0 = 4,096", (64, 10000.0, 4096, 32.0, 1.0)),
+        ("L0 = 6 tokens: both edges at dimension 0, hi = lo + 0.001", (8, 10000.0, 6, 32.0, 1.0)),
+        ("a wide band: beta_fast = 64, beta_slow = 0.5", (32, 10000.0, 2048, 64.0, 0.5)),
+        ("a narrow band: beta_fast = 2, beta_slow = 1", (64, 10000.0, 4096, 2.0, 1.0)),
+        ("d = 2: one pair", (2, 10000.0, 64, 32.0, 1.0)),
     ]
+    for _ in range(3):
+        d = 2 * int(torch.randint(4, 65, (1,), generator=g))
+        base = float(10 ** (2 + 4 * torch.rand(1, generator=g).item()))
+        L0 = int(2 ** int(torch.randint(5, 16, (1,), generator=g)))
+        cases.append((f"random: d = {d}, base {base:,.0f}, L0 = {L0}", (d, round(base, 1), L0, 32.0, 1.0)))
+    return cases
 
 
-causal_topk_mask = _register(
+yarn_ramp = _register(
     Check(
-        exercise="ch19-topk-mask",
-        function="causal_topk_mask",
-        cases=_topk_cases,
-        reference=_topk_reference,
-        hint="fill the future (s > t) with -inf, take .topk(min(k, T), dim=-1).indices, scatter True at them into a "
-        "boolean tensor of zeros, and AND it with the causal mask (a short row 'chooses' some -inf keys too)",
-        covers="k = 3, k = 1, k = T, k > T, the future scoring highest, negative scores, batched, T = 1",
-        forbids=("topk_mask", "sparse_attention"),
+        exercise="ch19-yarn-ramp",
+        function="yarn_ramp",
+        cases=_yarn_cases,
+        reference=_yarn_reference,
+        hint="e(beta) = d ln(L0 / (2 pi beta)) / (2 ln base); lo = max(floor(e(beta_fast)), 0) and hi = "
+        "min(ceil(e(beta_slow)), d - 1), hi + 0.001 if they are equal; then r = clamp((i - lo) / (hi - lo), 0, 1) "
+        "for i = torch.arange(d // 2) in float32: 0 for the fast pairs, 1 for the slow ones",
+        covers="the chapter's toy, Qwen3, Llama 3's shapes, gpt-oss, DeepSeek-V3, both edges at 0, a wide and a "
+        "narrow band, one pair, random sizes",
+        forbids=("scaled_frequencies",),
+        atol=1e-6,
+        rtol=1e-6,
         diagnoses=(
             (
-                "your mask chooses among future keys too: only keys s <= t are allowed; fill the others with -inf "
-                "before topk",
-                lambda got, e, scores, k: matches(got, _topk(scores, k, causal=False), 0.0),
+                "your ramp is 1 for the fast pairs and 0 for the slow ones: r_i is the share interpolated, 0 for the "
+                "pairs that turn many times in L0 tokens (they keep theta_i), 1 for the slow ones",
+                lambda got, e, *args: matches(got, 1 - e, 1e-6),
             ),
             (
-                "your first rows keep keys from the future: a query with fewer than k allowed keys keeps those "
-                "alone; AND the chosen keys with the causal mask",
-                lambda got, e, scores, k: (
-                    isinstance(got, torch.Tensor)
-                    and got.shape == e.shape
-                    and bool((got & ~e).any())
-                    and torch.equal(got & torch.ones_like(got).tril(), e)
+                "you swapped the betas: the edge of beta_fast (more turns) is the lower dimension, lo; that of "
+                "beta_slow is hi",
+                lambda got, e, d, base, L0, bf, bs: (
+                    not matches(got, e, 1e-6) and matches(got, _ramp(d, base, L0, bs, bf), 1e-6)
                 ),
             ),
             (
-                "your mask is not boolean: return True where the query attends (torch.bool)",
-                lambda got, e, *args: (
-                    isinstance(got, torch.Tensor) and got.dtype != torch.bool and torch.equal(got.bool(), e)
-                ),  # fmt: skip
+                "you kept the edges as they are: YaRN rounds lo down (floor) and hi up (ceil) to whole dimensions "
+                "before the ramp (transformers' truncate=True)",
+                lambda got, e, d, base, L0, bf, bs: matches(got, _ramp(d, base, L0, bf, bs, truncate=False), 1e-6),
+            ),
+            (
+                "your ramp has one value per dimension: it needs one per pair, d // 2 of them",
+                lambda got, e, d, *args: isinstance(got, torch.Tensor) and got.shape == (d,),
+            ),
+        ),
+    )
+)
+
+
+# ------------------------------------------------------------------ ch19-llama3-frequencies
+
+
+def _llama3(theta, factor, original_length, low_freq_factor=1.0, high_freq_factor=4.0):
+    """Llama 3's frequencies from the default ones ``theta`` ``(d/2,)`` (Llama Team 2024): with
+    ``lambda_i = 2 pi / theta_i``, kept below ``L0 / high``, divided by ``factor`` above ``L0 / low``, and
+    ``(1 - g) theta_i / factor + g theta_i``, ``g = (L0 / lambda_i - low) / (high - low)``, between."""
+    wavelength = 2 * math.pi / theta
+    g = (original_length / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    between = (1 - g) * theta / factor + g * theta
+    out = torch.where(wavelength < original_length / high_freq_factor, theta, between)
+    return torch.where(wavelength > original_length / low_freq_factor, theta / factor, out)
+
+
+def _theta(d: int, base: float, dtype=torch.float32) -> torch.Tensor:
+    return 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).to(dtype) / d))  # (d/2,)
+
+
+def _llama3_cases() -> Cases:
+    """(theta (d/2,), factor, original_length, low_freq_factor, high_freq_factor), seeded."""
+    g = torch.Generator().manual_seed(1818)
+    cases = [
+        ("Llama 3.1: d = 128, base 500,000, s = 8, L0 = 8,192", (_theta(128, 500000.0), 8.0, 8192, 1.0, 4.0)),
+        ("Llama 3.2: d = 64, base 500,000, s = 32, L0 = 8,192", (_theta(64, 500000.0), 32.0, 8192, 1.0, 4.0)),
+        ("the chapter's toy: d = 8, base 300, s = 8, L0 = 32", (_theta(8, 300.0), 8.0, 32, 1.0, 4.0)),
+        ("low_freq_factor 2, high_freq_factor 8", (_theta(64, 10000.0), 4.0, 4096, 2.0, 8.0)),
+        ("factor 1: nothing changes", (_theta(32, 10000.0), 1.0, 2048, 1.0, 4.0)),
+        ("every wavelength shorter than L0 / high: all kept", (_theta(16, 100.0), 8.0, 65536, 1.0, 4.0)),
+        ("L0 = 6, shorter than 2 pi: every pair divided", (_theta(16, 1e6), 8.0, 6, 1.0, 4.0)),
+        ("float64 theta", (_theta(128, 500000.0, torch.float64), 8.0, 8192, 1.0, 4.0)),
+    ]
+    for _ in range(3):
+        d = 2 * int(torch.randint(4, 65, (1,), generator=g))
+        base = round(float(10 ** (3 + 3 * torch.rand(1, generator=g).item())), 1)
+        factor = float(torch.randint(2, 33, (1,), generator=g))
+        L0 = int(2 ** int(torch.randint(8, 15, (1,), generator=g)))
+        cases.append(
+            (f"random: d = {d}, base {base:,.0f}, s = {factor:g}, L0 = {L0}", (_theta(d, base), factor, L0, 1.0, 4.0))
+        )
+    return cases
+
+
+def _on(got, where: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether ``got`` is a tensor of ``expected``'s shape equal to it (rtol 1e-5) on the entries ``where``, some."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not where.any():
+        return False
+    return bool(torch.allclose(got[where].double(), expected[where].double(), rtol=1e-5, atol=0.0))
+
+
+def _regions(theta, factor, L0, low, high):
+    """(short, between, long) bool masks of the pairs, and g: the three bands of Llama 3's rule."""
+    wavelength = 2 * math.pi / theta
+    short, long = wavelength < L0 / high, wavelength > L0 / low
+    return short, ~short & ~long, long, (L0 / wavelength - low) / (high - low)
+
+
+def _swapped(got, theta, s, L0, lo, hi) -> bool:
+    short, _, long, _ = _regions(theta, s, L0, lo, hi)
+    return s != 1 and _on(got, short, theta / s) and _on(got, long, theta)
+
+
+def _blend_reversed(got, theta, s, L0, lo, hi) -> bool:
+    short, between, long, g = _regions(theta, s, L0, lo, hi)
+    return (
+        s != 1
+        and _on(got, between, g * theta / s + (1 - g) * theta)
+        and not _on(got, between, _llama3(theta, s, L0, lo, hi))
+    )
+
+
+def _no_blend(got, theta, s, L0, lo, hi) -> bool:
+    short, between, long, _ = _regions(theta, s, L0, lo, hi)
+    return (
+        s != 1
+        and (_on(got, between, theta) or _on(got, between, theta / s))
+        and _on(got, short | long, _llama3(theta, s, L0, lo, hi))
+    )
+
+
+llama3_frequencies = _register(
+    Check(
+        exercise="ch19-llama3-frequencies",
+        function="llama3_frequencies",
+        cases=_llama3_cases,
+        reference=_llama3,
+        hint="wavelength = 2 pi / theta; g = (L0 / wavelength - low) / (high - low); the blend is (1 - g) theta / "
+        "factor + g theta; torch.where(wavelength < L0 / high, theta, blend), then torch.where(wavelength > L0 / "
+        "low, theta / factor, ...): the same shape and dtype as theta",
+        covers="Llama 3.1, Llama 3.2, the chapter's toy, other band factors, factor 1, every pair kept, every pair "
+        "divided, float64, random sizes",
+        forbids=("scaled_frequencies",),
+        atol=0.0,
+        rtol=1e-5,
+        diagnoses=(
+            (
+                "you divided every frequency by the factor: that is position interpolation; Llama 3 keeps the pairs "
+                "of short wavelength, lambda_i < L0 / high_freq_factor",
+                lambda got, e, theta, s, *rest: s != 1 and matches(got, theta / s, 1e-5),
+            ),
+            (
+                "you swapped the bands: the short wavelengths (fast pairs) are kept and the long ones (slow pairs) "
+                "divided by the factor, not the other way round",
+                lambda got, e, *args: _swapped(got, *args),
+            ),
+            (
+                "your blend runs the wrong way: g = 1 at lambda_i = L0 / high (kept, g theta) and 0 at L0 / low "
+                "(divided, (1 - g) theta / s); you weighted theta by 1 - g",
+                lambda got, e, *args: _blend_reversed(got, *args),
+            ),
+            (
+                "you left out the blend: the wavelengths between L0 / high and L0 / low are neither kept nor divided, "
+                "but (1 - g) theta / s + g theta",
+                lambda got, e, *args: _no_blend(got, *args),
             ),
         ),
     )

@@ -7,8 +7,8 @@
 * ``overview``: the whole computation, tokens to output, with one chapter's steps highlighted.
 * ``loss_curve``: a training loss, step by step, with its running mean.
 * ``scaling``: costs measured at growing sizes, log-log, with fitted slopes (chapter 11).
-* ``score_growth``: the scores and the softmax of a layer whose ``W_Q``, ``W_K`` grow (chapter 14).
-* ``rope_wavelengths``, ``rope_scalings``, ``accuracy_by_length``: RoPE over long contexts (chapter 18).
+* ``score_growth``: the scores and the softmax of a layer whose ``W_Q``, ``W_K`` grow (chapter 15).
+* ``rope_wavelengths``, ``rope_scalings``, ``accuracy_by_length``: RoPE over long contexts (chapter 19).
 * ``localize``: a figure drawn with matplotlib itself, its words in the reader's language.
 * ``explore``, ``live_model``, ``online_softmax_player``: the interactive views (``attnlib.views``).
 

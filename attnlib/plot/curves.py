@@ -1,7 +1,7 @@
 """Measurements as lines: a training loss step by step (``loss_curve``, chapter 10), costs at
 growing sizes on log-log axes (``scaling``, chapter 11), the time of each cached decoding step
 (``decoding_steps``, chapter 12), and the scores and softmax of a layer whose ``W_Q``, ``W_K``
-grow (``score_growth``, chapter 14)."""
+grow (``score_growth``, chapter 15)."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def score_growth(
     bound_label: str = "",
     xlabel: str = "W_Q and W_K multiplied by s",
 ):
-    r"""What a layer's scores and softmax do as its ``W_Q`` and ``W_K`` grow (chapter 14).
+    r"""What a layer's scores and softmax do as its ``W_Q`` and ``W_K`` grow (chapter 15).
 
     Multiply ``W_Q`` and ``W_K`` by ``s``: ``q`` and ``k`` grow like ``s``, so the scores
     ``q · k / √d_head`` grow like ``s²``, and the softmax of the scores saturates (chapter 3):

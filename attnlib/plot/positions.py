@@ -1,4 +1,4 @@
-"""RoPE over long contexts (chapter 18): the wavelength of each rotated pair against context lengths
+"""RoPE over long contexts (chapter 19): the wavelength of each rotated pair against context lengths
 (``rope_wavelengths``), the change of each pair's frequency under a scaling (``rope_scalings``), and a
 model's accuracy against the sequence length (``accuracy_by_length``)."""
 

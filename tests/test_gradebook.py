@@ -1,6 +1,6 @@
 """A class graded in one run (issue 39): every submission gets a row, the right score and a reason.
 
-The submissions are small notebooks of chapter 1's exercises (and chapter 4's for some students),
+The 30 submissions are small notebooks of the exercises of chapters 1 and 5 (and 4 for one student),
 built here the way students change their student versions: correct, wrong, empty, an endless
 loop, an exception, test cells deleted or edited, ``attnlib.check`` monkeypatched, invalid JSON, a
 kernel killed mid-run, huge output, a renamed file, calling the answer, a written answer, a function
@@ -173,6 +173,81 @@ CLASS = {
         {"ch01-one-hot": 0, "ch01-mean-embedding": 0},
     ),
 }
+# Chapter 5 for twelve of them (30 submissions in all): stable_softmax gives partial credit, so the
+# expected points of a partly right answer are counted here, case by case, in this process.
+CH05 = nbformat.read(ROOT / "notebooks" / "05_softmax_values.ipynb", as_version=4)
+IMPORTS_05 = IMPORTS + "\nimport math"
+NAIVE = "def stable_softmax(x):\n    e = torch.exp(x)\n    return e / e.sum(-1, keepdim=True)"
+NAN_ROWS = (
+    "def stable_softmax(x):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)"
+)
+SHIFT_WRONG = "def shifted_output(out, weights, shift):\n    return out + shift  # forgets rows without keys"
+
+
+def _partial(source: str, label: str) -> float:
+    """The points a partly right stable_softmax earns: its share of the cases it passes."""
+    import math
+
+    import torch
+
+    check = CHECKS[label]
+    namespace = {"torch": torch, "math": math}
+    exec(source, namespace)
+    fn, cases = namespace[check.function], check.cases()
+    passed = 0
+    for _, args in cases:
+        got, want = fn(*args), check.reference(*args)
+        passed += bool(got.dtype == want.dtype and torch.allclose(got, want, atol=check.atol, rtol=check.rtol))
+    return round(check.points * passed / len(cases), 2)
+
+
+def _ch05(*cells: str) -> nbformat.NotebookNode:
+    nb = _notebook(*cells, nb=CH05)
+    nb.cells[0].source = IMPORTS_05
+    return nb
+
+
+SOFTMAX, SHIFTED = _solution(CH05, "stable_softmax"), _solution(CH05, "shifted_output")
+CH05_WORK = {  # student -> (cells, expected points)
+    "s01-correct": ((SOFTMAX, SHIFTED), {"ch05-stable-softmax": 1, "ch05-shifted-values": 1}),
+    "s02-empty": (tuple(_stubbed(CH05)), {"ch05-stable-softmax": 0, "ch05-shifted-values": 0}),
+    "s03-wrong": (
+        (NAIVE, SHIFTED),
+        {"ch05-stable-softmax": _partial(NAIVE, "ch05-stable-softmax"), "ch05-shifted-values": 1},
+    ),
+    "s04-loop": (
+        (SOFTMAX, LOOP_MEAN.replace("mean_embedding(ids, table)", "shifted_output(out, weights, shift)")),
+        {"ch05-stable-softmax": 1, "ch05-shifted-values": 0},
+    ),
+    "s05-raises": (("1 / 0", SOFTMAX, SHIFTED), {"ch05-stable-softmax": 1, "ch05-shifted-values": 1}),
+    "s06-tests-deleted": (
+        (NAN_ROWS, SHIFT_WRONG),
+        {"ch05-stable-softmax": _partial(NAN_ROWS, "ch05-stable-softmax"), "ch05-shifted-values": 0},
+    ),
+    "s07-test-edited": ((SOFTMAX,), {"ch05-stable-softmax": 1, "ch05-shifted-values": 0}),
+    "s10-segfault": (
+        (SOFTMAX, SHIFTED, "import ctypes\nctypes.string_at(0)"),
+        {"ch05-stable-softmax": 1, "ch05-shifted-values": 1},
+    ),
+    "s11-huge-output": (
+        (SOFTMAX, "print('x' * 5_000_000)", SHIFTED),
+        {"ch05-stable-softmax": 1, "ch05-shifted-values": 1},
+    ),
+    "s13-calls-answer": (
+        ("def stable_softmax(x):\n    return attnlib.softmax(x)", SHIFTED),
+        {"ch05-stable-softmax": 0, "ch05-shifted-values": 1},
+    ),
+    "s14-written": ((SOFTMAX, SHIFTED), {"ch05-stable-softmax": 1, "ch05-shifted-values": 1}),
+    "s17-chinese": (
+        ('import os\nos.environ["ATTNLIB_LANG"] = "zh_CN"', NAIVE, SHIFTED),
+        {"ch05-stable-softmax": _partial(NAIVE, "ch05-stable-softmax"), "ch05-shifted-values": 1},
+    ),
+}
+for _student, (_cells, _points) in CH05_WORK.items():
+    CLASS[_student][0]["05_softmax_values.ipynb"] = _ch05(*_cells)
+    CLASS[_student][1].update(_points)
+assert sum(len(files) for files, _ in CLASS.values()) == 30  # the review's class: 30 submissions
+
 REASONS = {  # what the row of a submission must say
     "s02-empty": {"ch01-one-hot": "not implemented yet"},
     "s04-loop": {"ch01-mean-embedding": "did not finish within"},
@@ -226,9 +301,9 @@ def test_every_submission_gets_a_row_with_the_right_score(classroom):
                 got |= {e["exercise"]: e["points"] for e in rec["exercises"]}
         assert got == expected, student
     for student, reasons in REASONS.items():
-        rec = next(r for r in book["submissions"] if r["student"] == student)
+        exercises = [e for r in book["submissions"] if r["student"] == student for e in r["exercises"]]
         for label, words in reasons.items():
-            message = next(e["message"] for e in rec["exercises"] if e["exercise"] == label)
+            message = next(e["message"] for e in exercises if e["exercise"] == label)
             assert words in message, (student, message)
 
 
@@ -247,16 +322,20 @@ def test_what_happened_to_a_run_is_said(classroom):
 @pytest.mark.slow  # the class, in real kernels: about a minute on two cores
 def test_written_answers_are_collected_for_marking(classroom):
     _, out, book, _ = classroom
-    rec = {r["student"]: r for r in book["submissions"]}
-    assert rec["s14-written"]["written"] == {
+    rec = {(r["student"], r["chapter"]): r for r in book["submissions"]}
+    assert rec["s14-written", "ch01"]["written"] == {
         "ch01-gradient-rows": "The two rows of G for *is* add up in row 2 of the table's gradient."
     }
-    assert rec["s02-empty"]["written"] == {"ch01-gradient-rows": ""}
+    assert rec["s02-empty", "ch01"]["written"] == {"ch01-gradient-rows": ""}
     rows = {r["student"]: r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert set(rows) == set(CLASS)
     assert rows["s14-written"]["ch01-gradient-rows (written)"] == ""  # empty until marked
     assert rows["s16-two-chapters"]["total"] == "3" and rows["s16-two-chapters"]["ch04-reach"] == "1"
-    assert rows["s01-correct"]["total"] == "2" and rows["s01-correct"]["max"] == "3"
+    for student, (_, expected) in CLASS.items():  # the total: the points expected, the written ones unmarked
+        assert float(rows[student]["total"]) == pytest.approx(sum(expected.values())), student
+    written = len(written_exercises(CH01)) + len(written_exercises(CH05))
+    assert rows["s01-correct"]["total"] == "4" and rows["s01-correct"]["max"] == str(4 + written)
+    assert rows["s03-wrong"]["ch05-stable-softmax"] == f"{CH05_WORK['s03-wrong'][1]['ch05-stable-softmax']:g}"
     assert "not a valid notebook" in rows["s09-invalid"]["comments"]
 
 
@@ -309,9 +388,10 @@ def test_marks_of_written_exercises_merge_back(classroom, tmp_path, capsys):
         w.writerows(rows)
     assert homework.main(["marks", str(marked), "--json", str(state), "--csv", str(tmp_path / "final.csv")]) == 0
     final = {r["student"]: r for r in csv.DictReader(open(tmp_path / "final.csv", encoding="utf-8"))}
-    assert final["s14-written"]["ch01-gradient-rows (written)"] == "0.5" and final["s14-written"]["total"] == "2.5"
+    assert final["s14-written"]["ch01-gradient-rows (written)"] == "0.5" and final["s14-written"]["total"] == "4.5"
     merged = json.loads(state.read_text(encoding="utf-8"))
-    assert {r["student"]: r for r in merged["submissions"]}["s14-written"]["marks"] == {"ch01-gradient-rows": 0.5}
+    marks = {(r["student"], r["chapter"]): r["marks"] for r in merged["submissions"]}
+    assert marks["s14-written", "ch01"] == {"ch01-gradient-rows": 0.5} and marks["s14-written", "ch05"] == {}
     # a mark out of range is refused with the line and the column, and nothing is merged
     rows[0]["ch01-gradient-rows (written)"] = "7"
     with open(marked, "w", newline="", encoding="utf-8") as f:

@@ -36,7 +36,7 @@ import torch
 from ._checks import batch_shape, check_qkv, check_scale
 from ._validate import describe, ensure_block_size, ensure_bool, ensure_float, fail
 from .attention import attention
-from .tiled import DEFAULT_BLOCK_SIZE, tiled_attention
+from .tiled import DEFAULT_BLOCK_SIZE, mask_future, tiled_attention
 
 __all__ = [
     "FlashAttention2",
@@ -233,10 +233,8 @@ def tiled_attention_backward(
             s = (
                 q[..., rows, :] @ k_tile.transpose(-2, -1) * scale
             )  # (..., b_q, d_k) @ (..., d_k, b_k) -> (..., b_q, b_k)
-            if masked:  # the tile crosses the diagonal
-                i = torch.arange(q_start, q_stop, device=q.device)[:, None]  # (b_q, 1) query positions
-                j = torch.arange(k_start, keys.stop, device=q.device)[None, :]  # (1, b_k) key positions
-                s.masked_fill_(j > i, float("-inf"))
+            if masked:  # the tile crosses the diagonal, as in the forward pass
+                mask_future(s, q_start, k_start)
             p = torch.exp(s - L[..., rows, :])  # the tile's weights, rebuilt: (..., b_q, b_k)
             dv[..., keys, :] += p.transpose(-2, -1) @ dout[..., rows, :]  # (..., b_k, b_q) @ (..., b_q, d_v)
             dp = dout[..., rows, :] @ v_tile.transpose(-2, -1)  # (..., b_q, d_v) @ (..., d_v, b_k) -> (..., b_q, b_k)

@@ -63,6 +63,15 @@ def _key_blocks(q_start: int, q_stop: int, T_k: int, block_size: int, is_causal:
         yield k_start, k_stop, is_causal and k_stop - 1 > q_start
 
 
+def mask_future(s: torch.Tensor, q_start: int, k_start: int) -> torch.Tensor:
+    """Set to ``-inf``, in place, a tile's scores ``(..., b_q, b_k)`` whose key comes after its
+    query: key ``j > `` query ``i``, counting from ``k_start`` and ``q_start`` (the causal mask,
+    top-left aligned, on one tile). Returns ``s``."""
+    i = torch.arange(q_start, q_start + s.shape[-2], device=s.device)[:, None]  # (b_q, 1) query positions
+    j = torch.arange(k_start, k_start + s.shape[-1], device=s.device)[None, :]  # (1, b_k) key positions
+    return s.masked_fill_(j > i, float("-inf"))  # the future: weight 0
+
+
 def tile_plan(T_q: int, T_k: int, block_size: int = DEFAULT_BLOCK_SIZE, is_causal: bool = False) -> torch.Tensor:
     """Which tiles ``tiled_attention`` computes: ``(ceil(T_q / b), ceil(T_k / b))`` integers.
 
@@ -211,9 +220,7 @@ def tiled_attention(
                 -2, -1
             )  # (..., b_q, d_k) @ (..., d_k, b_k) -> (..., b_q, b_k)
             if masked:  # the tile crosses the diagonal
-                i = torch.arange(q_start, q_stop, device=q.device)[:, None]  # (b_q, 1) query positions
-                j = torch.arange(k_start, k_stop, device=q.device)[None, :]  # (1, b_k) key positions
-                s.masked_fill_(j > i, float("-inf"))  # the future: weight 0
+                mask_future(s, q_start, k_start)
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., b_q, 1)
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)  # a row with no key yet: no NaN
             alpha = torch.exp(m - m_safe)  # e^(m - m_new): rescales the old sums

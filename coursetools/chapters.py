@@ -82,6 +82,7 @@ def exercises_of(nb: nbformat.NotebookNode, path: Path) -> list[Check]:
 
 EXERCISE = re.compile(r"^\s*[`:]{3,}\s*\{exercise\}", re.M)
 ANSWER = "attnlib_answer"  # the metadata key of a written exercise's answer cell: its label
+ANSWER_PROMPT_MARK = "**✍"  # the first line of an answer cell, the prompt, starts with it
 
 
 def written_exercises(nb: nbformat.NotebookNode) -> list[str]:
@@ -109,6 +110,3 @@ def written_answers(nb: nbformat.NotebookNode) -> dict[str, str]:
             text = "\n".join(line for line in cell.source.splitlines() if not line.startswith(ANSWER_PROMPT_MARK))
             answers[label] = text.strip()
     return answers
-
-
-ANSWER_PROMPT_MARK = "**✍"  # the first line of an answer cell, the prompt, starts with it

@@ -221,6 +221,8 @@ def grade_class(
     _check_csv_unchanged(csv_path, book)
     book["attnlib"] = _attnlib_info()
     kept = {rec["submission"]: rec for rec in book["submissions"]}
+    # the gradebook's order: the submissions given, then those of earlier runs (a dict: ordered, and quick to search)
+    given = dict.fromkeys(str(p) for p in submissions)
     pending = [p for p in submissions if regrade or _stale(kept.get(str(p)), p)]
     for path in submissions:
         if path not in pending:
@@ -232,9 +234,8 @@ def grade_class(
             record = future.result()
             with lock:
                 kept[record["submission"]] = record
-                book["submissions"] = [kept[str(p)] for p in submissions if str(p) in kept] + [
-                    r for key, r in kept.items() if key not in {str(p) for p in submissions}
-                ]
+                book["submissions"] = [kept[key] for key in given if key in kept]
+                book["submissions"] += [r for key, r in kept.items() if key not in given]
                 save_gradebook(json_path, book)
             echo(_printed(record))
     if csv_path is not None:
@@ -396,9 +397,9 @@ def _feedback_page(student: str, records: list[dict], lang: str) -> str:
 def merge_marks(marks_csv: Path, json_path: Path) -> int:
     """Read the marks of written exercises from a CSV (``write_csv``'s, its written columns filled
     in: a number from 0 to 1, or empty) into the gradebook. Returns how many marks were merged."""
-    book = load_gradebook(json_path)
     if not json_path.exists():
         raise HomeworkError(tr("{path}: no such gradebook (run grade with --json first)").format(path=json_path))
+    book = load_gradebook(json_path)
     records = {}
     for rec in book["submissions"]:
         for label in rec["written"]:

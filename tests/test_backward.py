@@ -14,6 +14,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _tiles import SHAPES  # the shapes of chapter 13's tests: blocks that do and do not divide T, T_q != T_k, ...
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,22 +106,6 @@ def test_softmax_backward_with_masked_entries():
 
 
 # --- one head, by hand ---------------------------------------------------------------------------
-
-SHAPES = [  # (batch, T_q, T_k, block): multiples of the block and not, T_q != T_k both ways, one tile, block 1
-    ((), 8, 8, 4),
-    ((), 8, 8, 3),
-    ((2,), 10, 10, 4),
-    ((2, 3), 7, 7, 2),
-    ((2,), 5, 9, 2),
-    ((2,), 9, 5, 2),
-    ((1, 2), 3, 11, 4),
-    ((2,), 11, 3, 4),
-    ((2,), 6, 6, 1),
-    ((2,), 4, 9, 100),
-    ((3,), 1, 1, 2),
-    ((3,), 6, 1, 2),
-    ((2, 2), 33, 17, 8),
-]
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
